@@ -1,0 +1,183 @@
+// tent configuration: parsed once from YAML into these immutable, validated structs.
+// Every key, its default and its range is documented in docs/config.md.
+// Nothing outside config/ reads the environment.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "tent/status.h"
+
+namespace tent::config {
+
+// ---- lcores ---------------------------------------------------------------
+
+// Idle policy of one lcore: after `spin_polls` idle passes it calls rte_pause()
+// for `pause_polls` passes, then sleeps, doubling from sleep_min_us to sleep_max_us.
+// Any busy pass resets it to spinning.
+struct IdlePolicy {
+  uint32_t spin_polls = 256;
+  uint32_t pause_polls = 2048;
+  uint32_t sleep_min_us = 1;
+  uint32_t sleep_max_us = 100;
+};
+
+enum class PollerKind : uint8_t {
+  kRail,        // per context: polls its direct CQ, serves the foreground fallback queue
+  kBackground,  // bulk slices: burst dequeue, batched posts, data CQ polling
+};
+
+struct PollerSpec {
+  PollerKind kind = PollerKind::kBackground;
+  std::string device;  // kRail: a device name or "*" (every context); empty for kBackground
+};
+
+struct LcoreSpec {
+  int cpu = -1;  // CPU to pin to; -1 = not pinned (runs on any CPU)
+  std::vector<PollerSpec> pollers;
+  IdlePolicy idle;
+};
+
+enum class LcoreMode : uint8_t {
+  kEal,     // DPDK EAL launches the lcores (production)
+  kManual,  // no threads: a test steps the pollers itself (deterministic)
+};
+
+struct EalConfig {
+  LcoreMode mode = LcoreMode::kEal;
+  uint32_t memory_mb = 64;
+  bool no_huge = true;
+  bool no_pci = true;
+  bool no_shconf = true;
+  std::string file_prefix;              // empty: "tent-<pid>" (unique per process)
+  std::vector<std::string> extra_args;  // appended verbatim to the EAL argument list
+};
+
+// ---- fabric ---------------------------------------------------------------
+
+enum class FabricProvider : uint8_t { kAuto, kVerbs, kSoft };
+
+struct SoftDevice {
+  std::string name;
+  int numa_node = 0;
+  std::string pci;          // optional PCI address, for rail-map placement
+  double link_gbps = 0;     // 0 = unlimited
+  uint64_t latency_ns = 0;  // added to every completion
+};
+
+struct SoftFabricConfig {
+  // Empty: one soft device per RDMA device of the topology (named and placed
+  // like it), or a single "soft0" on NUMA node 0 when the topology has none.
+  std::vector<SoftDevice> devices;
+  double default_link_gbps = 0;     // for devices taken from the topology
+  uint64_t default_latency_ns = 0;  // for devices taken from the topology
+  uint32_t peer_dead_timeout_ms = 1000;  // WRs to a dead peer fail with retry-exceeded by then
+  uint32_t max_mrs = 4096;               // memory regions per device
+  std::string shm_dir = "/dev/shm";
+};
+
+struct VerbsFabricConfig {
+  std::vector<std::string> devices;  // empty: every device found
+  uint8_t port = 1;
+  int gid_index = -1;  // -1: pick a RoCE v2 / IB GID automatically
+  uint32_t mtu = 4096;
+  uint8_t timeout = 14;
+  uint8_t retry_cnt = 7;
+  uint8_t rnr_retry = 7;
+  uint32_t max_rd_atomic = 16;
+};
+
+struct FabricConfig {
+  FabricProvider provider = FabricProvider::kAuto;  // auto: verbs when a device exists, else soft
+  SoftFabricConfig soft;
+  VerbsFabricConfig verbs;
+};
+
+// ---- topology -------------------------------------------------------------
+
+struct TopologyConfig {
+  std::string xml_file;  // empty: discover the live machine with hwloc
+};
+
+// ---- transfer engine --------------------------------------------------------
+
+struct WorkerConfig {
+  uint64_t block_size = 65536;      // slice size
+  uint32_t ring_size = 8192;        // per poller work ring (power of two)
+  uint32_t burst = 32;              // slices dequeued per pass
+  uint32_t qps_per_endpoint = 2;    // data QPs per endpoint
+  uint32_t qp_depth = 128;          // max_send_wr of a data QP
+  uint32_t cq_depth = 8192;         // entries of a context's data CQ
+  uint32_t slice_pool = 65536;      // preallocated slices per engine
+  uint32_t max_batch_capacity = 65536;
+  uint32_t max_slice_retries = 3;   // a failed slice retries on another device pair
+  uint32_t device_error_threshold = 8;  // consecutive errors that pause a device
+  uint32_t device_pause_ms = 1000;
+  uint32_t slice_timeout_ms = 30000;    // software timeout of a posted worker slice
+};
+
+enum class DirectMode : uint8_t {
+  kAuto,   // the RFC's rule: deadline_ns != 0 or intent FOREGROUND_GET
+  kOff,    // never; every request takes the worker path
+  kForce,  // every eligible request tries the direct path first
+};
+
+struct DirectConfig {
+  DirectMode mode = DirectMode::kAuto;
+  uint64_t max_bytes = 4 << 20;  // requests longer than this are not eligible (0 = no cap)
+  uint32_t qp_depth = 1;         // send WRs of a direct QP (the RFC's depth is 1)
+  uint32_t cq_depth = 256;       // entries of a context's direct CQ
+  uint32_t timeout_ms = 2000;    // software timeout of a posted direct slice
+};
+
+struct BootstrapConfig {
+  std::string listen = "127.0.0.1:0";  // control listener; port 0 = any free port
+  uint32_t connect_timeout_ms = 3000;
+  uint32_t descriptor_refresh_ms = 200;  // min gap between refetches of a peer descriptor
+};
+
+struct TimeoutConfig {
+  uint32_t endpoint_destroy_ms = 1000;  // drain budget when an endpoint is destroyed
+};
+
+struct LogConfig {
+  std::string level = "warn";                     // every component
+  std::map<std::string, std::string> components;  // per component overrides
+};
+
+struct Config {
+  EalConfig eal;
+  std::vector<LcoreSpec> lcores;  // default: one unpinned lcore running rail:* and background
+  FabricConfig fabric;
+  TopologyConfig topology;
+  WorkerConfig workers;
+  DirectConfig direct;
+  BootstrapConfig bootstrap;
+  TimeoutConfig timeouts;
+  LogConfig log;
+  std::string source = "<defaults>";  // where it came from, for messages
+};
+
+// Parses a YAML file. Errors name the file, line, key and what is allowed:
+//   "tent.yaml:12: workers.block_size: expected an integer in [4096, 1073741824], got 'big'"
+Result<std::shared_ptr<const Config>> loadFile(const std::string& path);
+// Parses YAML text; `source_name` stands in for a file name in messages.
+Result<std::shared_ptr<const Config>> loadString(std::string_view yaml,
+                                                 std::string_view source_name = "<string>");
+// The defaults (every key at its default value).
+std::shared_ptr<const Config> defaults();
+// TENT_CONFIG names a YAML file when set; otherwise the defaults. The only environment read.
+Result<std::shared_ptr<const Config>> loadFromEnvironment();
+
+// Applies the log levels of a config to the logging facility.
+Status applyLogConfig(const LogConfig& log);
+
+std::string_view toString(PollerKind k) noexcept;
+std::string_view toString(FabricProvider p) noexcept;
+std::string_view toString(DirectMode m) noexcept;
+
+}  // namespace tent::config

@@ -1,0 +1,196 @@
+// The fabric layer: one verbs-shaped interface with two providers,
+//   verbs - rdma-core / libibverbs, real NICs;
+//   soft  - a userspace reliable-connection NIC emulation with a link timing model.
+// The engine only sees this header. postSend() and poll() are the hot path:
+// noexcept, no allocation, one virtual call per chain of WRs / per poll.
+#pragma once
+
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+
+#include "tent/status.h"
+
+namespace tent::config {
+struct FabricConfig;
+}
+namespace tent::topology {
+class Topology;
+}
+
+namespace tent::fabric {
+
+// Completion status codes, named after their ibv_wc_status counterparts.
+enum class WcStatus : uint8_t {
+  kSuccess = 0,       // IBV_WC_SUCCESS
+  kLocalLength,       // IBV_WC_LOC_LEN_ERR
+  kLocalProtection,   // IBV_WC_LOC_PROT_ERR
+  kRemoteAccess,      // IBV_WC_REM_ACCESS_ERR
+  kRemoteOperation,   // IBV_WC_REM_OP_ERR
+  kRetryExceeded,     // IBV_WC_RETRY_EXC_ERR
+  kFlushed,           // IBV_WC_WR_FLUSH_ERR
+  kGeneral,           // IBV_WC_GENERAL_ERR and anything else
+};
+std::string_view toString(WcStatus s) noexcept;
+
+enum class WrOpcode : uint8_t { kRdmaWrite = 0, kRdmaRead };
+
+enum class QpState : uint8_t { kReset = 0, kInit, kRtr, kRts, kError };
+std::string_view toString(QpState s) noexcept;
+
+enum AccessFlags : uint32_t {
+  kAccessLocalWrite = 1u << 0,
+  kAccessRemoteWrite = 1u << 1,
+  kAccessRemoteRead = 1u << 2,
+};
+
+struct Sge {
+  uint64_t addr = 0;
+  uint32_t length = 0;
+  uint32_t lkey = 0;
+};
+
+struct SendWr {
+  uint64_t wr_id = 0;
+  WrOpcode opcode = WrOpcode::kRdmaWrite;
+  bool signaled = true;
+  uint32_t num_sge = 0;
+  const Sge* sg_list = nullptr;
+  uint64_t remote_addr = 0;
+  uint32_t rkey = 0;
+  const SendWr* next = nullptr;
+};
+
+struct WorkCompletion {
+  uint64_t wr_id = 0;
+  WcStatus status = WcStatus::kSuccess;
+  WrOpcode opcode = WrOpcode::kRdmaWrite;
+  uint32_t qp_num = 0;
+  uint32_t byte_len = 0;
+  uint32_t vendor_err = 0;
+};
+
+// How a peer addresses one of our ports; carried by bootstrap.
+// verbs: the port GID and LID. soft: the owning process and device, encoded in `gid`.
+struct PortIdentity {
+  std::array<uint8_t, 16> gid{};
+  uint16_t lid = 0;
+  bool operator==(const PortIdentity&) const = default;
+};
+
+// What RTR needs to know about the remote side of an RC connection.
+struct QpRemote {
+  uint32_t qp_num = 0;
+  PortIdentity port;
+  uint32_t psn = 0;
+};
+
+struct DeviceInfo {
+  std::string name;    // "mlx5_0", "soft0"
+  uint32_t index = 0;  // position in the provider's device list
+  int numa_node = -1;
+  std::string pci;          // PCI address when known
+  double link_gbps = 0;     // 0 = unlimited / unknown
+  uint64_t latency_ns = 0;  // modeled one-way latency (soft); 0 for verbs
+};
+
+struct PortCounters {
+  uint64_t bytes = 0;    // payload bytes that crossed the port
+  uint64_t busy_ns = 0;  // time the port was transmitting
+  uint64_t wrs = 0;      // WRs completed (any status)
+};
+
+// A registered memory region. The datapath reads lkey/rkey as plain fields;
+// destroying the object deregisters it (for peers at once).
+class MemoryRegion {
+ public:
+  virtual ~MemoryRegion() = default;
+  void* addr() const noexcept { return addr_; }
+  size_t length() const noexcept { return length_; }
+  uint32_t lkey() const noexcept { return lkey_; }
+  uint32_t rkey() const noexcept { return rkey_; }
+  uint32_t access() const noexcept { return access_; }
+
+ protected:
+  void* addr_ = nullptr;
+  size_t length_ = 0;
+  uint32_t lkey_ = 0;
+  uint32_t rkey_ = 0;
+  uint32_t access_ = 0;
+};
+
+class CompletionQueue {
+ public:
+  virtual ~CompletionQueue() = default;
+  // Writes up to `max` completions. Returns their number, or -1 when the CQ has
+  // overflowed (a CQ error, as on hardware: the CQ is unusable from then on).
+  virtual int poll(WorkCompletion* wc, int max) noexcept = 0;
+  virtual uint32_t depth() const noexcept = 0;
+};
+
+struct QpInitAttr {
+  CompletionQueue* send_cq = nullptr;
+  uint32_t max_send_wr = 1;
+  uint32_t max_sge = 1;
+};
+
+class QueuePair {
+ public:
+  virtual ~QueuePair() = default;
+  virtual uint32_t qpNum() const noexcept = 0;
+  virtual QpState state() const noexcept = 0;
+  // Posts a chain of WRs, like ibv_post_send: returns 0, or an errno value
+  // (ENOMEM: send queue full; EINVAL: bad WR or QP not in RTS) with *bad_wr set
+  // to the first WR not posted. WRs before it are posted.
+  virtual int postSend(const SendWr* wr, const SendWr** bad_wr) noexcept = 0;
+  // WRs posted and not yet completed (their completion not yet polled or flushed).
+  virtual uint32_t outstanding() const noexcept = 0;
+  virtual uint32_t maxSendWr() const noexcept = 0;
+
+  virtual Status modifyToInit() = 0;
+  virtual Status modifyToRtr(const QpRemote& remote) = 0;
+  virtual Status modifyToRts() = 0;
+  // ERR: outstanding WRs complete with kFlushed; new posts fail.
+  virtual Status modifyToError() = 0;
+};
+
+// RESET -> INIT -> RTR -> RTS in one call: the RC state-machine helper shared by
+// data, notification and direct QPs.
+Status connectQp(QueuePair& qp, const QpRemote& remote);
+
+class Device {
+ public:
+  virtual ~Device() = default;
+  virtual const DeviceInfo& info() const noexcept = 0;
+  virtual PortIdentity portIdentity() const = 0;
+  virtual Result<std::unique_ptr<MemoryRegion>> registerMemory(void* addr, size_t length,
+                                                               uint32_t access) = 0;
+  virtual Result<std::unique_ptr<CompletionQueue>> createCq(uint32_t depth) = 0;
+  virtual Result<std::unique_ptr<QueuePair>> createQp(const QpInitAttr& attr) = 0;
+  virtual PortCounters counters() const noexcept = 0;
+};
+
+class Provider {
+ public:
+  virtual ~Provider() = default;
+  virtual std::string_view name() const noexcept = 0;  // "soft" or "verbs"
+  // One line naming the link model, e.g. "soft: soft0 link_gbps=100 latency_ns=2000".
+  virtual std::string linkModel() const = 0;
+  virtual size_t deviceCount() const noexcept = 0;
+  virtual Device& device(size_t index) noexcept = 0;
+  // Memory for transfers, placed on `numa_node` when possible (-1: anywhere).
+  // soft: shared memory that peers map, the emulation's fastest path.
+  virtual Result<void*> allocateMemory(size_t length, int numa_node) = 0;
+  virtual Status freeMemory(void* addr, size_t length) = 0;
+};
+
+// Builds the provider the config asks for. `auto` picks verbs when rdma-core
+// finds a device, and soft otherwise. Soft devices come from the config, or
+// from the topology's RDMA devices.
+Result<std::unique_ptr<Provider>> createProvider(const config::FabricConfig& config,
+                                                 const topology::Topology& topology);
+
+}  // namespace tent::fabric

@@ -1,0 +1,157 @@
+// tent public API: one-sided RDMA READ/WRITE between registered memory of
+// processes, through a batch API. No exception crosses this API: every call
+// returns Status or Result<T>.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "tent/status.h"
+
+namespace tent {
+
+using SegmentId = uint64_t;
+using BatchId = uint64_t;
+
+// The local segment; `Request::target_id` of LOCAL_SEGMENT_ID moves bytes within this process.
+inline constexpr SegmentId LOCAL_SEGMENT_ID = 0;
+
+enum class OpCode : uint8_t { READ = 0, WRITE = 1 };
+
+// Why a request is issued. FOREGROUND_GET (and any non-zero deadline) marks it
+// latency-sensitive: it tries the direct path first.
+enum class IntentType : uint8_t {
+  UNSPEC = 0,
+  FOREGROUND_GET = 1,
+  BACKGROUND_PREFETCH = 2,
+  MIGRATION = 3,
+  CHECKPOINT = 4,
+  WEIGHT_LOADING = 5,
+};
+
+struct Request {
+  OpCode opcode = OpCode::READ;
+  void* source = nullptr;      // local address, inside registered memory
+  SegmentId target_id = 0;     // from openSegment()
+  uint64_t target_offset = 0;  // remote address, inside the peer's registered memory
+  uint64_t length = 0;
+  int priority = 0;
+  uint64_t deadline_ns = 0;  // absolute, steady clock (std::chrono::steady_clock) ns; 0 = none
+  IntentType intent_type = IntentType::UNSPEC;
+};
+
+enum class TransferState : uint8_t {
+  INITIAL = 0,
+  PENDING,
+  INVALID,
+  CANCELED,
+  COMPLETED,
+  TIMEOUT,
+  FAILED,
+};
+
+struct TransferStatus {
+  TransferState state = TransferState::INITIAL;
+  uint64_t transferred_bytes = 0;
+};
+
+std::string_view toString(TransferState s) noexcept;
+std::string_view toString(IntentType t) noexcept;
+// Parses "unspec", "foreground_get", "background_prefetch", "migration", "checkpoint", "weight_loading".
+Result<IntentType> parseIntentType(std::string_view text);
+
+// Where memory lives: "cpu:N" (NUMA node N), "cuda:N", or "*" (unknown / anywhere).
+using Location = std::string;
+
+struct DirectPathStats {
+  uint64_t attempted = 0;
+  uint64_t succeeded = 0;
+  uint64_t fallback_lane_busy = 0;
+  uint64_t fallback_endpoint_not_ready = 0;
+  uint64_t fallback_unresolvable = 0;
+  uint64_t fallback_over_size_cap = 0;
+  uint64_t fallback_mode_off = 0;
+  uint64_t post_failures = 0;
+  uint64_t completion_errors = 0;
+  uint64_t timeouts = 0;
+  // Post-to-completion latency of direct slices: bucket i counts latencies in
+  // [2^i, 2^(i+1)) ns (bucket 0 also holds 0 and 1 ns).
+  std::vector<uint64_t> latency_histogram_ns;
+};
+
+struct WorkerPathStats {
+  uint64_t tasks = 0;
+  uint64_t slices_posted = 0;
+  uint64_t slices_completed = 0;
+  uint64_t slice_errors = 0;
+  uint64_t slice_retries = 0;
+  uint64_t foreground_fallback_slices = 0;  // latency-sensitive slices served by rail pollers
+};
+
+struct LcoreStatsView {
+  unsigned lcore = 0;
+  int cpu = -1;
+  std::string pollers;  // "rail:soft0,background"
+  uint64_t busy_cycles = 0;
+  uint64_t idle_cycles = 0;
+};
+
+struct EngineStats {
+  std::string provider;    // "soft" / "verbs"
+  std::string link_model;  // the provider's one-line link model
+  std::vector<std::string> devices;
+  std::vector<LcoreStatsView> lcores;
+  WorkerPathStats worker;
+  DirectPathStats direct;
+  uint64_t bytes_transferred = 0;
+};
+
+class TransferEngine {
+ public:
+  virtual ~TransferEngine() = default;
+
+  // Creates an engine from a YAML config file; an empty path takes TENT_CONFIG
+  // or, without it, the defaults.
+  static Result<std::unique_ptr<TransferEngine>> create(const std::string& config_path = "");
+  // Creates an engine from YAML text (tests, embedded configs).
+  static Result<std::unique_ptr<TransferEngine>> createFromYaml(std::string_view yaml);
+
+  // This engine's segment name ("host:port" of its control listener).
+  virtual std::string segmentName() const = 0;
+
+  // Memory that every provider reaches by its fastest path, registered on every device.
+  virtual Result<void*> allocateLocalMemory(size_t length, const Location& location = "*") = 0;
+  virtual Status freeLocalMemory(void* addr) = 0;
+  // Registers caller-owned memory on every device. `location` "*" = ask the topology.
+  virtual Status registerLocalMemory(void* addr, size_t length, const Location& location = "*") = 0;
+  virtual Status unregisterLocalMemory(void* addr) = 0;
+
+  // Opens a peer's segment by name ("host:port"); fetches and caches its descriptor.
+  virtual Result<SegmentId> openSegment(const std::string& name) = 0;
+  virtual Status closeSegment(SegmentId id) = 0;
+
+  virtual Result<BatchId> allocateBatch(size_t capacity) = 0;
+  virtual Status freeBatch(BatchId batch) = 0;
+  // Adds requests to a batch; task ids continue from the batch's previous tasks.
+  virtual Status submitTransfer(BatchId batch, std::span<const Request> requests) = 0;
+  // Status of one task. Drives completion of direct-path tasks (caller-driven progress).
+  virtual Result<TransferStatus> getTransferStatus(BatchId batch, size_t task_id) = 0;
+  // Aggregate status of the batch: COMPLETED when every task did, the first
+  // failure otherwise, PENDING while any task runs.
+  virtual Result<TransferStatus> getBatchTransferStatus(BatchId batch) = 0;
+  // Marks a task canceled; WRs already posted drain through normal completion.
+  virtual Status cancelTransfer(BatchId batch, size_t task_id) = 0;
+  // Polls with backoff until the task leaves PENDING or `timeout_ns` passes
+  // (then Status Timeout). For callers that must not spin.
+  virtual Result<TransferStatus> waitTransfer(BatchId batch, size_t task_id,
+                                              uint64_t timeout_ns) = 0;
+
+  virtual EngineStats stats() const = 0;
+};
+
+}  // namespace tent

@@ -1,0 +1,53 @@
+// Machine topology from hwloc (live, or an XML file with I/O objects kept).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "tent/status.h"
+
+namespace tent::config {
+struct TopologyConfig;
+}
+
+namespace tent::topology {
+
+struct NumaNode {
+  int id = 0;
+  std::vector<int> cpus;  // OS CPU indices
+};
+
+// A PCI-attached device: an RDMA NIC (OpenFabrics OS device) or a GPU.
+struct PciDevice {
+  std::string name;  // OS device name: "mlx5_0", "cuda0" / "nvidia0" ...
+  std::string pci;   // "0000:3b:00.0"
+  int numa_node = -1;
+  // Ids of the PCIe bridges/switches above the device, root first. Two devices
+  // under the same PCIe switch share a non-root-port prefix of this chain.
+  std::vector<std::string> pcie_path;
+};
+
+class Topology {
+ public:
+  static Result<Topology> loadLive();
+  static Result<Topology> loadXml(const std::string& path);
+  // xml_file empty: live.
+  static Result<Topology> load(const config::TopologyConfig& config);
+
+  const std::vector<NumaNode>& numaNodes() const noexcept { return numa_; }
+  const std::vector<PciDevice>& rdmaDevices() const noexcept { return nics_; }  // by PCI address
+  const std::vector<PciDevice>& gpus() const noexcept { return gpus_; }  // by PCI address; cuda:N = gpus()[N]
+  std::vector<int> cpusOfNuma(int numa_node) const;
+  int numaOfCpu(int cpu) const;  // -1 when unknown
+  const std::string& source() const noexcept { return source_; }  // "live" or the XML path
+
+ private:
+  std::vector<NumaNode> numa_;
+  std::vector<PciDevice> nics_;
+  std::vector<PciDevice> gpus_;
+  std::string source_;
+  friend class TopologyBuilder;
+};
+
+}  // namespace tent::topology
