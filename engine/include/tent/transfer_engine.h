@@ -68,6 +68,13 @@ Result<IntentType> parseIntentType(std::string_view text);
 // Where memory lives: "cpu:N" (NUMA node N), "cuda:N", or "*" (unknown / anywhere).
 using Location = std::string;
 
+// One buffer registered in a segment, as its descriptor lists it.
+struct SegmentBufferInfo {
+  uint64_t addr = 0;  // what Request::target_offset addresses
+  uint64_t length = 0;
+  Location location;  // location of the buffer's first region
+};
+
 struct DirectPathStats {
   uint64_t attempted = 0;
   uint64_t succeeded = 0;
@@ -134,6 +141,12 @@ class TransferEngine {
   // Opens a peer's segment by name ("host:port"); fetches and caches its descriptor.
   virtual Result<SegmentId> openSegment(const std::string& name) = 0;
   virtual Status closeSegment(SegmentId id) = 0;
+  // The buffers registered in an open segment (LOCAL_SEGMENT_ID: ours), from the
+  // cached descriptor. Tools such as tebench use it to find the peer's addresses.
+  virtual Result<std::vector<SegmentBufferInfo>> segmentBuffers(SegmentId id) {
+    (void)id;
+    return Status::NotSupported("segmentBuffers is not implemented by this engine");
+  }
 
   virtual Result<BatchId> allocateBatch(size_t capacity) = 0;
   virtual Status freeBatch(BatchId batch) = 0;
