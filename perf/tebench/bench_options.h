@@ -1,0 +1,73 @@
+// tebench's command line: gflags-style flags ("--name=value", "--name value",
+// a bare "--bool_flag"), parsed into one validated struct. A bad flag is an
+// InvalidArgument naming it; main prints it with the usage and exits 2.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "perf/tebench/workload_classes.h"
+#include "tent/status.h"
+#include "tent/transfer_engine.h"
+
+namespace tent::bench {
+
+enum class OpType : uint8_t { kRead, kWrite, kMix };
+std::string_view opTypeName(OpType op) noexcept;
+
+enum class PollMode : uint8_t {
+  kSpin,   // poll getTransferStatus back to back (what latency-sensitive callers do)
+  kYield,  // std::this_thread::yield() between polls (shares an oversubscribed CPU)
+};
+
+struct BenchOptions {
+  // Role and engine.
+  std::string backend = "tent";
+  std::string xport_type = "rdma";
+  std::string seg_type = "DRAM";
+  std::string config_path;      // engine YAML; empty: TENT_CONFIG or defaults
+  std::string target_seg_name;  // empty: run as the target
+  uint64_t total_buffer_size = uint64_t{256} << 20;
+
+  // Sweep (initiator).
+  OpType op_type = OpType::kRead;
+  bool check_consistency = false;  // WRITE a pattern, READ it back, verify every byte
+  uint64_t start_block_size = 4096;
+  uint64_t max_block_size = uint64_t{4} << 20;
+  uint32_t start_batch_size = 1;
+  uint32_t max_batch_size = 1;
+  uint32_t start_num_threads = 1;
+  uint32_t max_num_threads = 1;
+  double duration_s = 2.0;           // measured time per case
+  double warmup_s = 1.0;             // unmeasured time before the barrier
+  uint64_t request_interval_us = 0;  // aggregate pacing across all threads; 0 = none
+  IntentType intent_type = IntentType::UNSPEC;
+  uint64_t deadline_us = 0;
+  PollMode poll_mode = PollMode::kSpin;
+  double transfer_timeout_s = 30.0;  // a transfer pending longer fails the run
+
+  // QoS mode.
+  std::vector<WorkloadClass> classes;  // non-empty: QoS mode
+  double qos_link_capacity_gbps = 0;   // GB/s (1e9 bytes/s), as Mooncake's tebench; 0 = unknown
+  std::string qos_output_jsonl;
+  std::string qos_latency_dump;
+  std::string run_label;  // stored in the JSONL record ("baseline", "direct", ...)
+
+  std::string cmdline;  // the command line as given, for the JSONL record
+  bool help = false;
+
+  bool isTarget() const noexcept { return target_seg_name.empty(); }
+  bool isQos() const noexcept { return !classes.empty(); }
+};
+
+// Parses argv (argv[0] is the program). Returns InvalidArgument naming the flag.
+Result<BenchOptions> parseBenchOptions(int argc, const char* const* argv);
+
+// The usage text (every flag, its default and meaning).
+std::string benchUsage(const char* program);
+
+// "4096", "4K", "64M", "1G" (binary multiples). Exposed for tests.
+Result<uint64_t> parseSize(std::string_view text);
+
+}  // namespace tent::bench

@@ -1,0 +1,209 @@
+#include "perf/tebench/bench_stats.h"
+
+#include <algorithm>
+#include <cmath>
+#include <new>
+#include <numeric>
+
+namespace tent::bench {
+namespace {
+
+double mean(std::span<const double> values) noexcept {
+  if (values.empty()) return 0;
+  return std::accumulate(values.begin(), values.end(), 0.0) / static_cast<double>(values.size());
+}
+
+double nsToUs(double ns) noexcept {
+  return ns / 1000.0;
+}
+
+}  // namespace
+
+// ---- LatencyLog ---------------------------------------------------------------
+
+LatencyLog::LatencyLog() {
+  chunks_.reserve(64);
+}
+
+void LatencyLog::record(uint64_t ns) noexcept {
+  if (chunks_.empty() || used_in_last_ == kChunkSamples) {
+    if (chunks_.size() == chunks_.capacity()) {
+      ++dropped_;  // growing the chunk index itself would copy; 64 chunks = 4M samples
+      return;
+    }
+    std::unique_ptr<uint64_t[]> chunk(new (std::nothrow) uint64_t[kChunkSamples]);
+    if (!chunk) {
+      ++dropped_;
+      return;
+    }
+    chunks_.push_back(std::move(chunk));  // within capacity: cannot throw
+    used_in_last_ = 0;
+  }
+  chunks_.back()[used_in_last_++] = ns;
+  ++size_;
+}
+
+void LatencyLog::appendTo(std::vector<uint64_t>* out) const {
+  out->reserve(out->size() + size_);
+  for (size_t c = 0; c < chunks_.size(); ++c) {
+    const size_t n = (c + 1 == chunks_.size()) ? used_in_last_ : kChunkSamples;
+    out->insert(out->end(), chunks_[c].get(), chunks_[c].get() + n);
+  }
+}
+
+void LatencyLog::clear() noexcept {
+  // Keep the first chunk: a new case starts recording without allocating.
+  if (chunks_.size() > 1) chunks_.resize(1);
+  used_in_last_ = 0;
+  size_ = 0;
+  dropped_ = 0;
+}
+
+// ---- percentiles and friends ------------------------------------------------
+
+double percentileSorted(std::span<const uint64_t> sorted, double p) noexcept {
+  if (sorted.empty()) return 0;
+  if (p <= 0) return static_cast<double>(sorted.front());
+  if (p >= 100) return static_cast<double>(sorted.back());
+  const double rank = p / 100.0 * static_cast<double>(sorted.size() - 1);
+  const size_t lo = static_cast<size_t>(rank);
+  const double frac = rank - static_cast<double>(lo);
+  if (lo + 1 >= sorted.size()) return static_cast<double>(sorted[lo]);
+  return static_cast<double>(sorted[lo]) * (1.0 - frac) +
+         static_cast<double>(sorted[lo + 1]) * frac;
+}
+
+LatencySummary summarizeLatency(std::vector<uint64_t>* samples_ns) {
+  LatencySummary s;
+  auto& v = *samples_ns;
+  std::sort(v.begin(), v.end());
+  s.count = v.size();
+  if (v.empty()) return s;
+  const double sum = std::accumulate(v.begin(), v.end(), 0.0,
+                                     [](double acc, uint64_t x) { return acc + double(x); });
+  s.avg_us = nsToUs(sum / static_cast<double>(v.size()));
+  s.p50_us = nsToUs(percentileSorted(v, 50));
+  s.p99_us = nsToUs(percentileSorted(v, 99));
+  s.p999_us = nsToUs(percentileSorted(v, 99.9));
+  s.min_us = nsToUs(static_cast<double>(v.front()));
+  s.max_us = nsToUs(static_cast<double>(v.back()));
+  return s;
+}
+
+double fractionWithin(std::span<const uint64_t> sorted_ns, uint64_t limit_ns) noexcept {
+  if (sorted_ns.empty()) return 1;
+  auto end = std::upper_bound(sorted_ns.begin(), sorted_ns.end(), limit_ns);
+  return static_cast<double>(end - sorted_ns.begin()) / static_cast<double>(sorted_ns.size());
+}
+
+double avgInstGbps(std::span<const uint64_t> durations_ns, uint64_t bytes_per_transfer) noexcept {
+  double sum = 0;
+  uint64_t n = 0;
+  for (uint64_t d : durations_ns) {
+    if (d == 0) continue;
+    sum += static_cast<double>(bytes_per_transfer) / static_cast<double>(d);  // B/ns = GB/s
+    ++n;
+  }
+  return n ? sum / static_cast<double>(n) : 0;
+}
+
+double jainIndex(std::span<const double> values) noexcept {
+  double sum = 0, squares = 0;
+  for (double x : values) {
+    sum += x;
+    squares += x * x;
+  }
+  if (values.empty() || squares == 0) return 0;
+  return sum * sum / (static_cast<double>(values.size()) * squares);
+}
+
+// ---- sweep ------------------------------------------------------------------
+
+CaseRow computeCaseRow(CaseMeasurement* m) {
+  CaseRow row;
+  row.block_size = m->block_size;
+  row.batch_size = m->batch_size;
+  row.threads = m->threads;
+  row.failed_transfers = m->failed_transfers;
+  const uint64_t bytes_per_transfer = m->block_size * m->batch_size;
+  LatencySummary lat = summarizeLatency(&m->transfer_ns);
+  row.transfers = lat.count;
+  const double window_s = mean(m->thread_elapsed_s);
+  if (window_s > 0) {
+    row.bw_gbps = static_cast<double>(bytes_per_transfer * row.transfers) / 1e9 / window_s;
+  }
+  if (row.transfers > 0) {
+    row.avg_lat_us = window_s * 1e6 * row.threads / static_cast<double>(row.transfers);
+  }
+  row.avg_inst_gbps = avgInstGbps(m->transfer_ns, bytes_per_transfer);
+  row.avg_tx_us = lat.avg_us;
+  row.p99_tx_us = lat.p99_us;
+  row.p999_tx_us = lat.p999_us;
+  return row;
+}
+
+// ---- QoS ----------------------------------------------------------------------
+
+namespace {
+
+ClassReport computeClass(const WorkloadClass& c, ClassMeasurement* m) {
+  ClassReport r;
+  r.config = c;
+  const uint64_t bytes_per_transfer = c.block_size * c.batch_size;
+  r.latency = summarizeLatency(&m->transfer_ns);
+  r.operations = r.latency.count;
+  r.failed_transfers = m->failed_transfers;
+  r.transferred_bytes = r.operations * bytes_per_transfer;
+  r.elapsed_s = mean(m->thread_elapsed_s);
+  r.avg_inst_gbps = avgInstGbps(m->transfer_ns, bytes_per_transfer);
+  if (r.elapsed_s > 0) r.throughput_gbps = double(r.transferred_bytes) / 1e9 / r.elapsed_s;
+
+  const uint64_t attempts = r.operations + r.failed_transfers;
+  uint64_t within = r.operations;
+  if (c.slo_us != 0) {
+    auto end = std::upper_bound(m->transfer_ns.begin(), m->transfer_ns.end(), c.slo_us * 1000);
+    within = static_cast<uint64_t>(end - m->transfer_ns.begin());
+  }
+  r.slo_attainment = attempts ? double(within) / double(attempts) : 1.0;
+  if (c.slo_us == 0 && r.failed_transfers == 0) r.slo_attainment = 1.0;
+  if (r.elapsed_s > 0) r.goodput_gbps = double(within * bytes_per_transfer) / 1e9 / r.elapsed_s;
+  r.weighted_goodput_gbps = r.goodput_gbps * c.weight;
+  return r;
+}
+
+}  // namespace
+
+QosReport computeQosReport(const std::vector<WorkloadClass>& classes,
+                           std::vector<ClassMeasurement>* measurements, double link_capacity_gbps) {
+  QosReport report;
+  std::vector<double> normalized;
+  for (size_t i = 0; i < classes.size() && i < measurements->size(); ++i) {
+    ClassReport r = computeClass(classes[i], &(*measurements)[i]);
+    report.aggregate_throughput_gbps += r.throughput_gbps;
+    report.weighted_goodput_gbps += r.weighted_goodput_gbps;
+    normalized.push_back(r.throughput_gbps / r.config.weight);
+    report.classes.push_back(std::move(r));
+  }
+  report.jain_fairness = jainIndex(normalized);
+  report.link_capacity_gbps = link_capacity_gbps;
+  if (link_capacity_gbps > 0) {
+    report.total_utilization = report.aggregate_throughput_gbps / link_capacity_gbps;
+  }
+  return report;
+}
+
+std::vector<std::pair<double, double>> cdfPoints(std::span<const uint64_t> sorted_ns) {
+  std::vector<std::pair<double, double>> points;
+  if (sorted_ns.empty()) return points;
+  auto add = [&](double q) {
+    points.emplace_back(nsToUs(percentileSorted(sorted_ns, q * 100)), q);
+  };
+  for (int i = 0; i <= 990; ++i) add(i / 1000.0);        // 0.000 .. 0.990, step 0.001
+  for (int i = 1; i <= 90; ++i) add(0.99 + i * 0.0001);  // .. 0.999, step 0.0001
+  for (int i = 1; i <= 9; ++i) add(0.999 + i * 0.0001);  // .. 0.9999
+  for (double q : {0.99995, 0.99999}) add(q);
+  add(1.0);
+  return points;
+}
+
+}  // namespace tent::bench

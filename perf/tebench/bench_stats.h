@@ -1,0 +1,131 @@
+// tebench statistics: latency samples, percentiles, the sweep table's columns
+// and the QoS metrics (SLO attainment, goodput, weighted goodput, Jain fairness).
+// Units: latencies are recorded in ns and reported in us; GB/s is decimal
+// (1e9 bytes/s, so bytes per ns), as in Mooncake's tebench.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "perf/tebench/workload_classes.h"
+
+namespace tent::bench {
+
+// An append-only log of latency samples (ns). Samples go into fixed-size
+// chunks, so recording never copies earlier samples (a growing vector would
+// stall the measuring thread for a copy of everything recorded so far).
+class LatencyLog {
+ public:
+  static constexpr size_t kChunkSamples = size_t{1} << 16;  // 512 KiB per chunk
+
+  LatencyLog();
+  // Records one sample; allocates a new chunk once per kChunkSamples samples.
+  // When that allocation fails the sample is counted as dropped.
+  void record(uint64_t ns) noexcept;
+  size_t size() const noexcept { return size_; }
+  uint64_t dropped() const noexcept { return dropped_; }
+  // Appends every sample, in recording order.
+  void appendTo(std::vector<uint64_t>* out) const;
+  void clear() noexcept;
+
+ private:
+  std::vector<std::unique_ptr<uint64_t[]>> chunks_;
+  size_t used_in_last_ = 0;
+  size_t size_ = 0;
+  uint64_t dropped_ = 0;
+};
+
+// Percentile p in [0, 100] of ascending samples, interpolating linearly
+// between closest ranks (rank = p/100 * (n-1)); 0 for no samples.
+double percentileSorted(std::span<const uint64_t> sorted, double p) noexcept;
+
+struct LatencySummary {
+  uint64_t count = 0;
+  double avg_us = 0, p50_us = 0, p99_us = 0, p999_us = 0, min_us = 0, max_us = 0;
+};
+// Sorts `samples_ns` in place and summarises them.
+LatencySummary summarizeLatency(std::vector<uint64_t>* samples_ns);
+
+// Fraction of samples <= limit_ns (1 for no samples).
+double fractionWithin(std::span<const uint64_t> sorted_ns, uint64_t limit_ns) noexcept;
+
+// Mean over transfers of (bytes / that transfer's duration), in GB/s. Each
+// transfer moved `bytes_per_transfer` bytes. Zero durations are skipped.
+double avgInstGbps(std::span<const uint64_t> durations_ns, uint64_t bytes_per_transfer) noexcept;
+
+// Jain's fairness index (sum x)^2 / (n * sum x^2); 0 when every x is 0.
+double jainIndex(std::span<const double> values) noexcept;
+
+// ---- sweep mode ------------------------------------------------------------
+
+// What one sweep case measured. A "transfer" is one submitted batch:
+// submitTransfer of batch_size requests until every task left PENDING.
+struct CaseMeasurement {
+  uint64_t block_size = 0;
+  uint32_t batch_size = 0;
+  uint32_t threads = 0;
+  std::vector<double> thread_elapsed_s;  // each thread's measured window
+  std::vector<uint64_t> transfer_ns;     // every transfer, all threads
+  uint64_t failed_transfers = 0;
+};
+
+struct CaseRow {
+  uint64_t block_size = 0;
+  uint32_t batch_size = 0;
+  uint32_t threads = 0;
+  uint64_t transfers = 0;
+  double bw_gbps = 0;        // bytes of all threads / mean thread window
+  double avg_inst_gbps = 0;  // mean of per-transfer bytes / duration
+  double avg_lat_us = 0;     // mean thread window * threads / transfers (cycle time)
+  double avg_tx_us = 0;      // mean transfer duration (submit to completion)
+  double p99_tx_us = 0;
+  double p999_tx_us = 0;
+  uint64_t failed_transfers = 0;
+};
+// Sorts m->transfer_ns in place.
+CaseRow computeCaseRow(CaseMeasurement* m);
+
+// ---- QoS mode ---------------------------------------------------------------
+
+struct ClassMeasurement {
+  std::vector<double> thread_elapsed_s;  // each thread of the class
+  std::vector<uint64_t> transfer_ns;     // completed transfers
+  uint64_t failed_transfers = 0;         // count against SLO attainment, not bytes
+};
+
+struct ClassReport {
+  WorkloadClass config;
+  uint64_t operations = 0;  // completed transfers (batches)
+  uint64_t transferred_bytes = 0;
+  uint64_t failed_transfers = 0;
+  double elapsed_s = 0;
+  double throughput_gbps = 0;
+  double avg_inst_gbps = 0;
+  LatencySummary latency;
+  double slo_attainment = 1;  // within slo_us / (completed + failed); 1 without SLO
+  double goodput_gbps = 0;    // bytes of transfers within the SLO / elapsed_s
+  double weighted_goodput_gbps = 0;
+};
+
+struct QosReport {
+  std::vector<ClassReport> classes;
+  double aggregate_throughput_gbps = 0;
+  double weighted_goodput_gbps = 0;
+  double jain_fairness = 0;                 // over throughput_gbps / weight per class
+  double link_capacity_gbps = 0;            // 0 = not given
+  std::optional<double> total_utilization;  // aggregate / capacity, when given
+};
+
+// Sorts every measurement's samples in place (they stay sorted, for the CDF).
+QosReport computeQosReport(const std::vector<WorkloadClass>& classes,
+                           std::vector<ClassMeasurement>* measurements, double link_capacity_gbps);
+
+// CDF points (latency_us, cumulative fraction) of ascending samples: a fine
+// uniform grid plus tail quantiles up to the maximum, for plotting.
+std::vector<std::pair<double, double>> cdfPoints(std::span<const uint64_t> sorted_ns);
+
+}  // namespace tent::bench

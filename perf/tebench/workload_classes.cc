@@ -1,0 +1,211 @@
+#include "perf/tebench/workload_classes.h"
+
+#include <cmath>
+#include <fstream>
+#include <limits>
+#include <set>
+#include <sstream>
+
+#include <nlohmann/json.hpp>
+
+namespace tent::bench {
+namespace {
+
+using nlohmann::json;
+
+constexpr uint64_t kMaxThreads = 1024;
+constexpr uint64_t kMaxBlockSize = uint64_t{1} << 40;
+constexpr uint64_t kMaxBatchSize = 65536;
+
+struct IntentEntry {
+  std::string_view name;
+  IntentType type;
+};
+constexpr IntentEntry kIntents[] = {
+    {"unspec", IntentType::UNSPEC},
+    {"foreground_get", IntentType::FOREGROUND_GET},
+    {"background_prefetch", IntentType::BACKGROUND_PREFETCH},
+    {"migration", IntentType::MIGRATION},
+    {"checkpoint", IntentType::CHECKPOINT},
+    {"weight_loading", IntentType::WEIGHT_LOADING},
+};
+
+std::string allowedIntents() {
+  std::string out;
+  for (const auto& e : kIntents) {
+    if (!out.empty()) out += ", ";
+    out += e.name;
+  }
+  return out;
+}
+
+// Prefix of every message about class `index`: `class 0 ("foreground")`.
+std::string classLabel(size_t index, const json& object) {
+  std::string label = "class " + std::to_string(index);
+  auto it = object.find("name");
+  if (it != object.end() && it->is_string()) label += " (\"" + it->get<std::string>() + "\")";
+  return label;
+}
+
+Status fieldError(const std::string& where, std::string_view key, const std::string& what) {
+  return Status::InvalidArgument("workload_classes_json: " + where + ": field '" +
+                                 std::string(key) + "' " + what);
+}
+
+// Reads a non-negative integer in [lo, hi] (JSON integers only; 4096.0 is rejected
+// so a typo'd float never silently truncates).
+Result<uint64_t> readUnsigned(const json& value, const std::string& where, std::string_view key,
+                              uint64_t lo, uint64_t hi) {
+  const std::string range = "[" + std::to_string(lo) + ", " + std::to_string(hi) + "]";
+  if (!value.is_number_integer()) {
+    return fieldError(where, key, "must be an integer in " + range + ", got " + value.dump());
+  }
+  if (value.is_number_unsigned()) {
+    uint64_t v = value.get<uint64_t>();
+    if (v >= lo && v <= hi) return v;
+  } else {
+    int64_t v = value.get<int64_t>();
+    if (v >= 0 && static_cast<uint64_t>(v) >= lo && static_cast<uint64_t>(v) <= hi) {
+      return static_cast<uint64_t>(v);
+    }
+  }
+  return fieldError(where, key, "must be an integer in " + range + ", got " + value.dump());
+}
+
+Result<IntentType> readIntent(const json& value, const std::string& where) {
+  if (value.is_string()) {
+    auto parsed = parseIntentName(value.get<std::string>());
+    if (parsed.ok()) return parsed;
+    return fieldError(where, "intent_type",
+                      "must be one of " + allowedIntents() + ", got " + value.dump());
+  }
+  if (value.is_number_integer()) {
+    auto parsed = parseIntentName(value.dump());
+    if (parsed.ok()) return parsed;
+  }
+  return fieldError(where, "intent_type",
+                    "must be one of " + allowedIntents() + ", got " + value.dump());
+}
+
+Status applyField(const std::string& key, const json& value, const std::string& where,
+                  WorkloadClass* c) {
+  if (key == "name") {
+    if (!value.is_string() || value.get<std::string>().empty()) {
+      return fieldError(where, key, "must be a non-empty string, got " + value.dump());
+    }
+    c->name = value.get<std::string>();
+  } else if (key == "threads") {
+    TENT_ASSIGN_OR_RETURN(uint64_t v, readUnsigned(value, where, key, 1, kMaxThreads));
+    c->threads = static_cast<uint32_t>(v);
+  } else if (key == "block_size") {
+    TENT_ASSIGN_OR_RETURN(c->block_size, readUnsigned(value, where, key, 1, kMaxBlockSize));
+  } else if (key == "batch_size") {
+    TENT_ASSIGN_OR_RETURN(uint64_t v, readUnsigned(value, where, key, 1, kMaxBatchSize));
+    c->batch_size = static_cast<uint32_t>(v);
+  } else if (key == "intent_type") {
+    TENT_ASSIGN_OR_RETURN(c->intent_type, readIntent(value, where));
+    c->intent_given = true;
+  } else if (key == "deadline_us") {
+    TENT_ASSIGN_OR_RETURN(c->deadline_us, readUnsigned(value, where, key, 0, uint64_t{1} << 40));
+    c->deadline_given = true;
+  } else if (key == "slo_us") {
+    TENT_ASSIGN_OR_RETURN(c->slo_us, readUnsigned(value, where, key, 0, uint64_t{1} << 40));
+  } else if (key == "weight") {
+    if (!value.is_number() || !std::isfinite(value.get<double>()) || value.get<double>() <= 0) {
+      return fieldError(where, key, "must be a finite number > 0, got " + value.dump());
+    }
+    c->weight = value.get<double>();
+  } else {
+    std::string allowed;
+    for (const auto& k : workloadClassKeys()) allowed += (allowed.empty() ? "" : ", ") + k;
+    return fieldError(where, key, "is unknown; allowed fields: " + allowed);
+  }
+  return Status::OK();
+}
+
+Result<WorkloadClass> parseClass(const json& object, size_t index) {
+  const std::string where = classLabel(index, object);
+  if (!object.is_object()) {
+    return Status::InvalidArgument("workload_classes_json: " + where +
+                                   " must be a JSON object, got " + object.dump());
+  }
+  WorkloadClass c;
+  for (const auto& [key, value] : object.items()) {
+    TENT_RETURN_IF_ERROR(applyField(key, value, where, &c));
+  }
+  for (const char* required : {"name", "threads", "block_size"}) {
+    if (!object.contains(required)) {
+      return fieldError(where, required, "is missing (required: name, threads, block_size)");
+    }
+  }
+  return c;
+}
+
+}  // namespace
+
+const std::vector<std::string>& workloadClassKeys() {
+  static const std::vector<std::string> keys = {"name",       "threads",     "block_size",
+                                                "batch_size", "intent_type", "deadline_us",
+                                                "slo_us",     "weight"};
+  return keys;
+}
+
+Result<IntentType> parseIntentName(std::string_view text) {
+  for (const auto& e : kIntents) {
+    if (text == e.name) return e.type;
+    if (text == std::to_string(static_cast<int>(e.type))) return e.type;
+  }
+  return Status::InvalidArgument("unknown intent type '" + std::string(text) +
+                                 "'; allowed: " + allowedIntents());
+}
+
+std::string_view intentName(IntentType type) noexcept {
+  for (const auto& e : kIntents) {
+    if (e.type == type) return e.name;
+  }
+  return "unknown";
+}
+
+Result<std::string> loadWorkloadText(const std::string& arg) {
+  if (arg.empty() || arg[0] != '@') return arg;
+  const std::string path = arg.substr(1);
+  std::ifstream in(path);
+  if (!in) return Status::NotFound("workload_classes_json: cannot read file '" + path + "'");
+  std::ostringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+Result<std::vector<WorkloadClass>> parseWorkloadClasses(std::string_view json_text) {
+  json root;
+  try {
+    root = json::parse(json_text.begin(), json_text.end());
+  } catch (const json::parse_error& e) {
+    // e.byte is the 1-based position of the offending character.
+    return Status::InvalidArgument("workload_classes_json: not valid JSON (byte " +
+                                   std::to_string(e.byte) + "): " + e.what());
+  }
+  if (!root.is_array() || root.empty()) {
+    return Status::InvalidArgument(
+        "workload_classes_json: expected a non-empty JSON array of class objects");
+  }
+  std::vector<WorkloadClass> classes;
+  std::set<std::string> names;
+  for (size_t i = 0; i < root.size(); ++i) {
+    TENT_ASSIGN_OR_RETURN(WorkloadClass c, parseClass(root[i], i));
+    if (!names.insert(c.name).second) {
+      return Status::InvalidArgument("workload_classes_json: class " + std::to_string(i) +
+                                     ": duplicate name \"" + c.name + "\"");
+    }
+    classes.push_back(std::move(c));
+  }
+  return classes;
+}
+
+uint32_t totalThreads(const std::vector<WorkloadClass>& classes) noexcept {
+  uint32_t sum = 0;
+  for (const auto& c : classes) sum += c.threads;
+  return sum;
+}
+
+}  // namespace tent::bench

@@ -1,0 +1,126 @@
+// Workload classes JSON: accepted forms, defaults, and messages that name the problem.
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <fstream>
+#include <string>
+
+#include "perf/tebench/workload_classes.h"
+
+namespace tent::bench {
+namespace {
+
+std::string errorOf(const std::string& json) {
+  auto r = parseWorkloadClasses(json);
+  EXPECT_FALSE(r.ok()) << json;
+  return r.ok() ? std::string() : r.status().message();
+}
+
+void expectMentions(const std::string& msg, std::initializer_list<const char*> parts) {
+  for (const char* part : parts) EXPECT_NE(msg.find(part), std::string::npos) << msg;
+}
+
+TEST(WorkloadClasses, FullClassAndDefaults) {
+  auto r = parseWorkloadClasses(R"([
+    {"name":"fg","threads":2,"block_size":4096,"batch_size":1,"intent_type":"foreground_get",
+     "deadline_us":250,"slo_us":300,"weight":4},
+    {"name":"bg","threads":6,"block_size":4194304}])");
+  ASSERT_TRUE(r.ok()) << r.status().toString();
+  ASSERT_EQ(r->size(), 2u);
+  const auto& fg = (*r)[0];
+  EXPECT_EQ(fg.name, "fg");
+  EXPECT_EQ(fg.threads, 2u);
+  EXPECT_EQ(fg.block_size, 4096u);
+  EXPECT_EQ(fg.intent_type, IntentType::FOREGROUND_GET);
+  EXPECT_TRUE(fg.intent_given);
+  EXPECT_EQ(fg.deadline_us, 250u);
+  EXPECT_TRUE(fg.deadline_given);
+  EXPECT_EQ(fg.slo_us, 300u);
+  EXPECT_DOUBLE_EQ(fg.weight, 4.0);
+  const auto& bg = (*r)[1];
+  EXPECT_EQ(bg.batch_size, 1u);
+  EXPECT_EQ(bg.intent_type, IntentType::UNSPEC);
+  EXPECT_FALSE(bg.intent_given);
+  EXPECT_EQ(bg.slo_us, 0u);
+  EXPECT_DOUBLE_EQ(bg.weight, 1.0);
+  EXPECT_EQ(totalThreads(*r), 8u);
+}
+
+TEST(WorkloadClasses, IntentByNumber) {
+  auto r = parseWorkloadClasses(R"([{"name":"a","threads":1,"block_size":8,"intent_type":3}])");
+  ASSERT_TRUE(r.ok()) << r.status().toString();
+  EXPECT_EQ((*r)[0].intent_type, IntentType::MIGRATION);
+}
+
+TEST(WorkloadClasses, MalformedJsonSaysWhere) {
+  expectMentions(errorOf(R"([{"name":"a",}])"),
+                 {"workload_classes_json", "not valid JSON", "byte"});
+  expectMentions(errorOf(""), {"not valid JSON"});
+}
+
+TEST(WorkloadClasses, ShapeErrors) {
+  expectMentions(errorOf("{}"), {"non-empty JSON array"});
+  expectMentions(errorOf("[]"), {"non-empty JSON array"});
+  expectMentions(errorOf("[3]"), {"class 0", "must be a JSON object"});
+}
+
+TEST(WorkloadClasses, UnknownFieldNamed) {
+  expectMentions(errorOf(R"([{"name":"fg","threads":1,"block_size":4096,"slo":300}])"),
+                 {"class 0 (\"fg\")", "field 'slo'", "unknown", "slo_us"});
+}
+
+TEST(WorkloadClasses, MissingRequiredField) {
+  expectMentions(errorOf(R"([{"name":"fg","block_size":4096}])"),
+                 {"class 0 (\"fg\")", "field 'threads'", "missing"});
+  expectMentions(errorOf(R"([{"threads":1,"block_size":4096}])"), {"field 'name'", "missing"});
+}
+
+TEST(WorkloadClasses, BadValuesNamed) {
+  expectMentions(errorOf(R"([{"name":"x","threads":0,"block_size":4096}])"),
+                 {"field 'threads'", "[1, 1024]", "got 0"});
+  expectMentions(errorOf(R"([{"name":"x","threads":"2","block_size":4096}])"),
+                 {"field 'threads'", "got \"2\""});
+  expectMentions(errorOf(R"([{"name":"x","threads":1,"block_size":4096.0}])"),
+                 {"field 'block_size'", "integer"});
+  expectMentions(errorOf(R"([{"name":"x","threads":1,"block_size":-1}])"), {"field 'block_size'"});
+  expectMentions(errorOf(R"([{"name":"x","threads":1,"block_size":8,"weight":0}])"),
+                 {"field 'weight'", "> 0"});
+  expectMentions(errorOf(R"([{"name":"x","threads":1,"block_size":8,"intent_type":"urgent"}])"),
+                 {"field 'intent_type'", "foreground_get", "\"urgent\""});
+  expectMentions(errorOf(R"([{"name":"x","threads":1,"block_size":8,"slo_us":true}])"),
+                 {"field 'slo_us'"});
+  expectMentions(errorOf(R"([{"name":"","threads":1,"block_size":8}])"),
+                 {"field 'name'", "non-empty string"});
+}
+
+TEST(WorkloadClasses, DuplicateNames) {
+  expectMentions(errorOf(R"([{"name":"a","threads":1,"block_size":8},
+                            {"name":"a","threads":1,"block_size":8}])"),
+                 {"class 1", "duplicate name \"a\""});
+}
+
+TEST(WorkloadClasses, LoadFromFile) {
+  const std::string path = ::testing::TempDir() + "tebench_classes_test.json";
+  {
+    std::ofstream out(path);
+    out << R"([{"name":"f","threads":1,"block_size":4096}])";
+  }
+  auto text = loadWorkloadText("@" + path);
+  ASSERT_TRUE(text.ok()) << text.status().toString();
+  EXPECT_TRUE(parseWorkloadClasses(*text).ok());
+  std::remove(path.c_str());
+  auto missing = loadWorkloadText("@/nonexistent/classes.json");
+  ASSERT_FALSE(missing.ok());
+  EXPECT_NE(missing.status().message().find("/nonexistent/classes.json"), std::string::npos);
+  EXPECT_EQ(*loadWorkloadText("[1]"), "[1]");
+}
+
+TEST(WorkloadClasses, LatencySensitiveRule) {
+  EXPECT_TRUE(isLatencySensitive(IntentType::FOREGROUND_GET, 0));
+  EXPECT_TRUE(isLatencySensitive(IntentType::UNSPEC, 300));
+  EXPECT_FALSE(isLatencySensitive(IntentType::MIGRATION, 0));
+  EXPECT_EQ(intentName(IntentType::WEIGHT_LOADING), "weight_loading");
+}
+
+}  // namespace
+}  // namespace tent::bench
