@@ -8,11 +8,17 @@ namespace tent::log {
 namespace {
 
 constexpr size_t kComponents = static_cast<size_t>(Component::kCount);
-std::array<std::atomic<Level>, kComponents> g_levels = [] {
+// Initialised in place: std::array<std::atomic<...>> cannot be copied or moved.
+struct Levels {
   std::array<std::atomic<Level>, kComponents> a;
-  for (auto& l : a) l.store(Level::kWarn, std::memory_order_relaxed);
-  return a;
-}();
+  Levels() {
+    for (auto& l : a) l.store(Level::kWarn, std::memory_order_relaxed);
+  }
+  std::atomic<Level>& operator[](size_t i) { return a[i]; }
+  auto begin() { return a.begin(); }
+  auto end() { return a.end(); }
+};
+Levels g_levels;
 
 constexpr std::array<std::string_view, kComponents> kNames = {
     "common", "config", "topology", "lcore", "fabric", "engine", "direct", "bench"};
