@@ -1,0 +1,179 @@
+// The verbs provider's hot path: postSend() and poll(). No allocation, no lock,
+// no logging above debug. See verbs_objects.h for the wr_id encoding.
+#include <cerrno>
+
+#include "engine/fabric/verbs/verbs_objects.h"
+#include "tent/log.h"
+
+namespace tent::fabric::verbs {
+
+WcStatus toWcStatus(ibv_wc_status status) noexcept {
+  switch (status) {
+    case IBV_WC_SUCCESS:
+      return WcStatus::kSuccess;
+    case IBV_WC_LOC_LEN_ERR:
+      return WcStatus::kLocalLength;
+    case IBV_WC_LOC_PROT_ERR:
+      return WcStatus::kLocalProtection;
+    case IBV_WC_REM_ACCESS_ERR:
+      return WcStatus::kRemoteAccess;
+    case IBV_WC_REM_OP_ERR:
+      return WcStatus::kRemoteOperation;
+    case IBV_WC_RETRY_EXC_ERR:
+      return WcStatus::kRetryExceeded;
+    case IBV_WC_WR_FLUSH_ERR:
+      return WcStatus::kFlushed;
+    default:
+      return WcStatus::kGeneral;
+  }
+}
+
+// ---- post ---------------------------------------------------------------------
+
+uint32_t VerbsQp::outstanding() const noexcept {
+  return static_cast<uint32_t>(posted_.load(std::memory_order_acquire) -
+                               retired_.load(std::memory_order_acquire));
+}
+
+// True when WR number `seq` would exceed max_send_wr. `retired_view` caches
+// retired_ and is refreshed only when it says full, so a post costs one shared load.
+bool VerbsQp::sendQueueFull(uint64_t seq, uint64_t& retired_view) noexcept {
+  if (seq - retired_view < max_send_wr_) return false;
+  retired_view = retired_.load(std::memory_order_acquire);
+  return seq - retired_view >= max_send_wr_;
+}
+
+// Fills one ibv_send_wr (and its SGEs) for sequence `seq`; returns the payload length.
+uint64_t VerbsQp::fillWr(const SendWr& wr, uint64_t seq, ibv_send_wr* out, ibv_sge* sges) noexcept {
+  uint64_t bytes = 0;
+  for (uint32_t i = 0; i < wr.num_sge; ++i) {
+    sges[i].addr = wr.sg_list[i].addr;
+    sges[i].length = wr.sg_list[i].length;
+    sges[i].lkey = wr.sg_list[i].lkey;
+    bytes += wr.sg_list[i].length;
+  }
+  *out = ibv_send_wr{};
+  out->wr_id = (uint64_t{cq_index_} << kWrIdIndexShift) | (seq & kWrIdSeqMask);
+  out->sg_list = wr.num_sge ? sges : nullptr;
+  out->num_sge = static_cast<int>(wr.num_sge);
+  out->opcode = wr.opcode == WrOpcode::kRdmaRead ? IBV_WR_RDMA_READ : IBV_WR_RDMA_WRITE;
+  out->send_flags = wr.signaled ? IBV_SEND_SIGNALED : 0;
+  out->wr.rdma.remote_addr = wr.remote_addr;
+  out->wr.rdma.rkey = wr.rkey;
+  // The slot is free: sendQueueFull() guaranteed its previous WR retired. The
+  // completion side reads it only after the NIC completed this WR, which is after
+  // the doorbell's store barrier in ibv_post_send.
+  Slot& slot = slots_[seq & slot_mask_];
+  slot.wr_id = wr.wr_id;
+  slot.byte_len = static_cast<uint32_t>(bytes);
+  slot.opcode = wr.opcode;
+  return bytes;
+}
+
+// Builds the chain in stack chunks of kPostChunkWrs WRs / kPostChunkSges SGEs and
+// posts each chunk with one ibv_post_send. One poster per QP at a time (the
+// engine's lane and lcore ownership guarantee it).
+int VerbsQp::postSend(const SendWr* wr, const SendWr** bad_wr) noexcept {
+  if (state_.load(std::memory_order_acquire) != QpState::kRts) {
+    *bad_wr = wr;
+    return EINVAL;
+  }
+  ibv_send_wr wrs[kPostChunkWrs];
+  ibv_sge sges[kPostChunkSges];
+  const SendWr* sources[kPostChunkWrs];
+  uint64_t seq = posted_.load(std::memory_order_relaxed);
+  uint64_t retired_view = retired_.load(std::memory_order_acquire);
+  while (wr != nullptr) {
+    int n = 0;
+    int used_sges = 0;
+    int error = 0;
+    for (; wr != nullptr && n < kPostChunkWrs; wr = wr->next) {
+      if (wr->num_sge > max_sge_ || (wr->num_sge > 0 && wr->sg_list == nullptr)) {
+        error = EINVAL;
+        break;
+      }
+      if (used_sges + static_cast<int>(wr->num_sge) > kPostChunkSges) break;  // next chunk
+      if (sendQueueFull(seq + n, retired_view)) {
+        error = ENOMEM;
+        break;
+      }
+      fillWr(*wr, seq + n, &wrs[n], &sges[used_sges]);
+      if (n > 0) wrs[n - 1].next = &wrs[n];
+      sources[n] = wr;
+      used_sges += static_cast<int>(wr->num_sge);
+      ++n;
+    }
+    if (n > 0) {
+      ibv_send_wr* ibv_bad = nullptr;
+      int rc = ops_.post_send(qp_, wrs, &ibv_bad);
+      if (rc != 0) {
+        ptrdiff_t posted = (ibv_bad >= wrs && ibv_bad < wrs + n) ? ibv_bad - wrs : 0;
+        posted_.store(seq + posted, std::memory_order_release);
+        *bad_wr = sources[posted];
+        TENT_DLOG(kFabric, "verbs qp %u: post_send failed rc=%d at wr %td", qpNum(), rc, posted);
+        return rc;
+      }
+      seq += n;
+      posted_.store(seq, std::memory_order_release);
+    }
+    if (error != 0) {
+      *bad_wr = wr;
+      return error;
+    }
+  }
+  return 0;
+}
+
+// ---- completions --------------------------------------------------------------
+
+// Retires every WR up to and including `seq48` (unsignaled ones before it too).
+// Completions of one QP may be handled by two pollers out of order: keep the max.
+void VerbsQp::retire(uint64_t seq48) noexcept {
+  uint64_t posted = posted_.load(std::memory_order_acquire);
+  // The full sequence number of the completed WR: posted_ is at most max_send_wr ahead.
+  uint64_t seq = posted - (((posted & kWrIdSeqMask) - seq48) & kWrIdSeqMask);
+  uint64_t retired_to = seq + 1;
+  uint64_t current = retired_.load(std::memory_order_relaxed);
+  while (current < retired_to &&
+         !retired_.compare_exchange_weak(current, retired_to, std::memory_order_acq_rel)) {
+  }
+}
+
+bool VerbsCq::translate(const ibv_wc& in, WorkCompletion* out) noexcept {
+  uint32_t index = static_cast<uint32_t>(in.wr_id >> kWrIdIndexShift);
+  VerbsQp* qp = index < qp_capacity_ ? qps_[index].load(std::memory_order_acquire) : nullptr;
+  if (qp == nullptr) return false;  // a QP destroyed with completions in flight
+  uint64_t seq48 = in.wr_id & kWrIdSeqMask;
+  const VerbsQp::Slot& slot = qp->slotOf(seq48);
+  out->wr_id = slot.wr_id;
+  out->opcode = slot.opcode;  // ibv_wc.opcode is undefined for error completions
+  out->byte_len = slot.byte_len;
+  out->status = toWcStatus(in.status);
+  out->qp_num = in.qp_num;
+  out->vendor_err = in.vendor_err;
+  // Any error completion means the NIC moved the QP to the error state.
+  if (out->status != WcStatus::kSuccess) qp->markError();
+  qp->retire(seq48);
+  return true;
+}
+
+int VerbsCq::poll(WorkCompletion* wc, int max) noexcept {
+  ibv_wc raw[kPollChunk];
+  int done = 0;
+  while (done < max) {
+    int want = max - done < kPollChunk ? max - done : kPollChunk;
+    int n = ops_.poll_cq(cq_, want, raw);
+    if (n < 0) {
+      TENT_DLOG(kFabric, "verbs cq: poll_cq failed rc=%d", n);
+      return done > 0 ? done : -1;  // the error repeats on the next call
+    }
+    for (int i = 0; i < n; ++i) {
+      if (translate(raw[i], &wc[done])) ++done;
+    }
+    if (n < want) break;
+  }
+  if (done > 0) device_.countCompletions(static_cast<uint64_t>(done));
+  return done;
+}
+
+}  // namespace tent::fabric::verbs

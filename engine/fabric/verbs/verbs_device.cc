@@ -1,0 +1,317 @@
+// Control path of a verbs device: open (context, port, GID, PD) and the
+// creation of memory regions, CQs and QPs.
+#include <unistd.h>
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+
+#include "engine/fabric/verbs/verbs_objects.h"
+#include "tent/log.h"
+
+namespace tent::fabric::verbs {
+
+namespace {
+
+std::string errnoText(int rc) {
+  return std::string(std::strerror(rc)) + " (errno " + std::to_string(rc) + ")";
+}
+
+// libibverbs returns an errno value, or -1 with errno set (older providers).
+int callError(int rc) {
+  return rc == -1 ? errno : rc;
+}
+
+uint8_t clampU8(uint64_t configured, int device_limit) {
+  uint64_t v = configured;
+  if (device_limit > 0 && v > static_cast<uint64_t>(device_limit)) v = device_limit;
+  return static_cast<uint8_t>(v > 255 ? 255 : v);
+}
+
+const char* linkLayerName(uint8_t layer) {
+  return layer == IBV_LINK_LAYER_ETHERNET ? "RoCE" : "IB";
+}
+
+}  // namespace
+
+// ---- helpers ------------------------------------------------------------------
+
+Result<ibv_mtu> mtuFromBytes(uint32_t bytes) {
+  switch (bytes) {
+    case 256:
+      return IBV_MTU_256;
+    case 512:
+      return IBV_MTU_512;
+    case 1024:
+      return IBV_MTU_1024;
+    case 2048:
+      return IBV_MTU_2048;
+    case 4096:
+      return IBV_MTU_4096;
+    default:
+      return Status::InvalidArgument("verbs: mtu " + std::to_string(bytes) +
+                                     " is not one of 256, 512, 1024, 2048, 4096");
+  }
+}
+
+double linkGbps(uint8_t active_speed, uint8_t active_width) noexcept {
+  double lane = 0;
+  switch (active_speed) {
+    case 1:
+      lane = 2.5;
+      break;  // SDR
+    case 2:
+      lane = 5;
+      break;  // DDR
+    case 4:
+      lane = 10;
+      break;  // QDR
+    case 8:
+      lane = 10;
+      break;  // FDR10
+    case 16:
+      lane = 14;
+      break;  // FDR
+    case 32:
+      lane = 25;
+      break;  // EDR
+    case 64:
+      lane = 50;
+      break;  // HDR
+    case 128:
+      lane = 100;
+      break;  // NDR
+    default:
+      return 0;
+  }
+  switch (active_width) {
+    case 1:
+      return lane;
+    case 2:
+      return lane * 4;
+    case 4:
+      return lane * 8;
+    case 8:
+      return lane * 12;
+    case 16:
+      return lane * 2;
+    default:
+      return 0;
+  }
+}
+
+bool isIpv4MappedGid(const ibv_gid& gid) noexcept {
+  static constexpr uint8_t kPrefix[12] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff};
+  return std::memcmp(gid.raw, kPrefix, sizeof(kPrefix)) == 0;
+}
+
+int toIbvAccess(uint32_t access) noexcept {
+  int flags = 0;
+  if (access & kAccessLocalWrite) flags |= IBV_ACCESS_LOCAL_WRITE;
+  if (access & kAccessRemoteRead) flags |= IBV_ACCESS_REMOTE_READ;
+  // Verbs refuses REMOTE_WRITE without LOCAL_WRITE.
+  if (access & kAccessRemoteWrite) flags |= IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_LOCAL_WRITE;
+  return flags;
+}
+
+Result<int> selectGidIndex(const VerbsOps& ops, ibv_context* context, uint8_t port,
+                           const ibv_port_attr& port_attr, int configured) {
+  if (configured >= 0) {
+    if (configured >= port_attr.gid_tbl_len) {
+      return Status::InvalidArgument("verbs: gid_index " + std::to_string(configured) +
+                                     " is outside the port's GID table (" +
+                                     std::to_string(port_attr.gid_tbl_len) + " entries)");
+    }
+    return configured;
+  }
+  for (int i = 0; i < port_attr.gid_tbl_len; ++i) {
+    ibv_gid_entry entry{};
+    int rc = ops.query_gid_ex(context, port, static_cast<uint32_t>(i), &entry, 0);
+    if (rc == EOPNOTSUPP || rc == ENOSYS) break;  // old kernel: no GID types to prefer
+    if (rc != 0) continue;                        // ENODATA: an empty entry
+    if (entry.gid_type == IBV_GID_TYPE_ROCE_V2 && isIpv4MappedGid(entry.gid)) return i;
+  }
+  return 0;
+}
+
+// ---- open ---------------------------------------------------------------------
+
+Result<std::unique_ptr<VerbsDevice>> VerbsDevice::open(const VerbsOps& ops, ibv_device* device,
+                                                       uint32_t index,
+                                                       const config::VerbsFabricConfig& config) {
+  std::unique_ptr<VerbsDevice> dev(new VerbsDevice(ops));
+  const char* name = ops.get_device_name(device);
+  dev->info_.name = name ? name : "?";
+  dev->info_.index = index;
+  dev->readSysfsPlacement(device);
+  TENT_RETURN_IF_ERROR(dev->openContext(device, config));
+  TENT_RETURN_IF_ERROR(dev->setupPort(config));
+  TENT_INFO(kFabric, "verbs: opened %s", dev->describe().c_str());
+  return dev;
+}
+
+Status VerbsDevice::openContext(ibv_device* device, const config::VerbsFabricConfig& config) {
+  context_ = ops_.open_device(device);
+  if (context_ == nullptr) {
+    return Status::Unavailable("verbs " + info_.name + ": open_device failed: " + errnoText(errno));
+  }
+  int rc = callError(ops_.query_device(context_, &device_attr_));
+  if (rc != 0)
+    return Status::IoError("verbs " + info_.name + ": query_device failed: " + errnoText(rc));
+  if (config.port == 0 || config.port > device_attr_.phys_port_cnt) {
+    return Status::InvalidArgument("verbs " + info_.name + ": port " + std::to_string(config.port) +
+                                   " does not exist (device has " +
+                                   std::to_string(device_attr_.phys_port_cnt) + ")");
+  }
+  pd_ = ops_.alloc_pd(context_);
+  if (pd_ == nullptr)
+    return Status::IoError("verbs " + info_.name + ": alloc_pd failed: " + errnoText(errno));
+  return Status::OK();
+}
+
+Status VerbsDevice::setupPort(const config::VerbsFabricConfig& config) {
+  port_.port_num = config.port;
+  int rc = callError(ops_.query_port(context_, config.port, &port_.attr));
+  if (rc != 0)
+    return Status::IoError("verbs " + info_.name + ": query_port failed: " + errnoText(rc));
+  if (port_.attr.state != IBV_PORT_ACTIVE) {
+    TENT_WARN(kFabric, "verbs %s: port %u is not active (state %d)", info_.name.c_str(),
+              unsigned{config.port}, static_cast<int>(port_.attr.state));
+  }
+  TENT_ASSIGN_OR_RETURN(ibv_mtu mtu, mtuFromBytes(config.mtu));
+  port_.path_mtu =
+      (port_.attr.active_mtu != 0 && port_.attr.active_mtu < mtu) ? port_.attr.active_mtu : mtu;
+  auto gid_index = selectGidIndex(ops_, context_, config.port, port_.attr, config.gid_index);
+  if (!gid_index.ok()) return gid_index.status().withContext("verbs " + info_.name);
+  port_.gid_index = *gid_index;
+  rc = callError(ops_.query_gid(context_, config.port, port_.gid_index, &port_.gid));
+  if (rc != 0) {
+    return Status::IoError("verbs " + info_.name + ": query_gid(" +
+                           std::to_string(port_.gid_index) + ") failed: " + errnoText(rc));
+  }
+  port_.timeout = config.timeout;
+  port_.retry_cnt = config.retry_cnt;
+  port_.rnr_retry = config.rnr_retry;
+  port_.max_rd_atomic = clampU8(config.max_rd_atomic, device_attr_.max_qp_init_rd_atom);
+  port_.max_dest_rd_atomic = clampU8(config.max_rd_atomic, device_attr_.max_qp_rd_atom);
+  info_.link_gbps = linkGbps(port_.attr.active_speed, port_.attr.active_width);
+  return Status::OK();
+}
+
+// NUMA node and PCI address from sysfs (ibdev_path/device); unknown stays -1 / "".
+void VerbsDevice::readSysfsPlacement(ibv_device* device) {
+  sysfs_path_ = device->ibdev_path;
+  std::ifstream numa(sysfs_path_ + "/device/numa_node");
+  int node = -1;
+  if (numa >> node) info_.numa_node = node < 0 ? -1 : node;
+  char target[512];
+  ssize_t n = readlink((sysfs_path_ + "/device").c_str(), target, sizeof(target) - 1);
+  if (n > 0) {
+    target[n] = '\0';
+    const char* slash = std::strrchr(target, '/');
+    info_.pci = slash ? slash + 1 : target;
+  }
+}
+
+VerbsDevice::~VerbsDevice() {
+  if (pd_ != nullptr) {
+    int rc = ops_.dealloc_pd(pd_);
+    if (rc != 0)
+      TENT_WARN(kFabric, "verbs %s: dealloc_pd failed (objects still alive?): %s",
+                info_.name.c_str(), errnoText(rc).c_str());
+  }
+  if (context_ != nullptr) ops_.close_device(context_);
+}
+
+std::string VerbsDevice::describe() const {
+  char text[256];
+  std::snprintf(text, sizeof(text), "%s port %u %s %.0f Gb/s mtu %d gid_index %d lid %u",
+                info_.name.c_str(), unsigned{port_.port_num}, linkLayerName(port_.attr.link_layer),
+                info_.link_gbps, 128 << port_.path_mtu, port_.gid_index, unsigned{port_.attr.lid});
+  return text;
+}
+
+PortIdentity VerbsDevice::portIdentity() const {
+  PortIdentity id;
+  std::memcpy(id.gid.data(), port_.gid.raw, 16);
+  id.lid = port_.attr.lid;
+  return id;
+}
+
+// Bytes from the port's sysfs counters (4-byte units, both directions); WRs from polls.
+PortCounters VerbsDevice::counters() const noexcept {
+  PortCounters c;
+  c.wrs = completions_.load(std::memory_order_relaxed);
+  std::string base = sysfs_path_ + "/ports/" + std::to_string(port_.port_num) + "/counters/";
+  for (const char* name : {"port_xmit_data", "port_rcv_data"}) {
+    std::ifstream in(base + name);
+    uint64_t words = 0;
+    if (in >> words) c.bytes += words * 4;
+  }
+  return c;
+}
+
+// ---- resources ----------------------------------------------------------------
+
+Result<std::unique_ptr<MemoryRegion>> VerbsDevice::registerMemory(void* addr, size_t length,
+                                                                  uint32_t access) {
+  if (addr == nullptr || length == 0) {
+    return Status::InvalidArgument("verbs " + info_.name + ": registerMemory of an empty range");
+  }
+  ibv_mr* mr = ops_.reg_mr(pd_, addr, length, toIbvAccess(access));
+  if (mr == nullptr) {
+    return Status::IoError("verbs " + info_.name + ": reg_mr(" + std::to_string(length) +
+                           " bytes) failed: " + errnoText(errno));
+  }
+  return std::unique_ptr<MemoryRegion>(new VerbsMr(ops_, mr, access));
+}
+
+Result<std::unique_ptr<CompletionQueue>> VerbsDevice::createCq(uint32_t depth) {
+  if (depth == 0 ||
+      (device_attr_.max_cqe > 0 && depth > static_cast<uint32_t>(device_attr_.max_cqe))) {
+    return Status::InvalidArgument("verbs " + info_.name + ": CQ depth " + std::to_string(depth) +
+                                   " outside [1, " + std::to_string(device_attr_.max_cqe) + "]");
+  }
+  ibv_cq* cq = ops_.create_cq(context_, static_cast<int>(depth), nullptr, nullptr, 0);
+  if (cq == nullptr)
+    return Status::IoError("verbs " + info_.name + ": create_cq failed: " + errnoText(errno));
+  return std::unique_ptr<CompletionQueue>(new VerbsCq(*this, cq, depth));
+}
+
+Result<std::unique_ptr<QueuePair>> VerbsDevice::createQp(const QpInitAttr& attr) {
+  auto* cq = dynamic_cast<VerbsCq*>(attr.send_cq);
+  if (cq == nullptr || &cq->device() != this) {
+    return Status::InvalidArgument("verbs " + info_.name + ": createQp needs a CQ of this device");
+  }
+  uint32_t max_wr_limit = device_attr_.max_qp_wr > 0 ? device_attr_.max_qp_wr : UINT32_MAX;
+  uint32_t max_sge_limit = device_attr_.max_sge > 0
+                               ? std::min<uint32_t>(device_attr_.max_sge, kMaxSgePerWr)
+                               : kMaxSgePerWr;
+  if (attr.max_send_wr == 0 || attr.max_send_wr > max_wr_limit) {
+    return Status::InvalidArgument("verbs " + info_.name + ": max_send_wr " +
+                                   std::to_string(attr.max_send_wr) + " outside [1, " +
+                                   std::to_string(max_wr_limit) + "]");
+  }
+  if (attr.max_sge == 0 || attr.max_sge > max_sge_limit) {
+    return Status::InvalidArgument("verbs " + info_.name + ": max_sge " +
+                                   std::to_string(attr.max_sge) + " outside [1, " +
+                                   std::to_string(max_sge_limit) + "]");
+  }
+  ibv_qp_init_attr init{};
+  init.send_cq = cq->raw();
+  init.recv_cq = cq->raw();  // required; RDMA WRITE/READ never complete receives
+  init.qp_type = IBV_QPT_RC;
+  init.sq_sig_all = 0;
+  init.cap.max_send_wr = attr.max_send_wr;
+  init.cap.max_send_sge = attr.max_sge;
+  init.cap.max_recv_wr = 1;
+  init.cap.max_recv_sge = 1;
+  ibv_qp* raw = ops_.create_qp(pd_, &init);
+  if (raw == nullptr)
+    return Status::IoError("verbs " + info_.name + ": create_qp failed: " + errnoText(errno));
+  auto qp = std::make_unique<VerbsQp>(*this, *cq, raw, attr.max_send_wr, attr.max_sge);
+  TENT_RETURN_IF_ERROR(qp->attachToCq());  // destroys the QP on failure
+  return std::unique_ptr<QueuePair>(std::move(qp));
+}
+
+}  // namespace tent::fabric::verbs

@@ -1,0 +1,235 @@
+// The verbs provider's objects (private to engine/fabric/verbs and its tests).
+//
+// Completion bookkeeping: every WR we hand to the NIC carries our own ibv wr_id,
+//   bits 63..48: the QP's index in its send CQ's QP table,
+//   bits 47..0 : the QP's post sequence number (modulo 2^48),
+// and the caller's wr_id, opcode and length wait in the QP's slot for that
+// sequence. A completion therefore finds its QP and SendWr in O(1), gets a valid
+// opcode even for flush errors (where ibv_wc.opcode is undefined), and retires
+// every WR up to its sequence - unsignaled WRs before it included - so
+// outstanding() is exact and a QP never posts more than max_send_wr WRs.
+//
+// CQ overflow: a CQ overflow is reported by the NIC only as an IBV_EVENT_CQ_ERR
+// async event, which the datapath cannot afford to read. We make it impossible
+// instead: createQp() reserves max_send_wr entries of its send CQ and fails with
+// ResourceExhausted when the CQ's depth cannot hold every QP's full send queue
+// (a flush completes unsignaled WRs too, so max_send_wr is the true bound).
+// poll() returns -1 when ibv_poll_cq fails, the only CQ error it can see.
+#pragma once
+
+#include <infiniband/verbs.h>
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "config/config.h"
+#include "engine/fabric/fabric.h"
+#include "engine/fabric/verbs/verbs_ops.h"
+
+namespace tent::fabric::verbs {
+
+inline constexpr int kWrIdIndexShift = 48;
+inline constexpr uint64_t kWrIdSeqMask = (uint64_t{1} << kWrIdIndexShift) - 1;
+inline constexpr uint32_t kMaxQpsPerCq = 1u << 16;
+inline constexpr int kPostChunkWrs = 32;  // ibv_send_wr built on the stack per post call
+inline constexpr int kPostChunkSges = 64;
+inline constexpr uint32_t kMaxSgePerWr = kPostChunkSges;
+inline constexpr int kPollChunk = 32;  // ibv_wc read per poll call
+inline constexpr uint8_t kHopLimit = 64;
+inline constexpr uint8_t kMinRnrTimer = 12;   // 0.64 ms; RDMA WRITE/READ never need an RQ WR
+inline constexpr uint32_t kInitialSqPsn = 0;  // see modifyToRts()
+
+// ---- pure helpers -------------------------------------------------------------
+WcStatus toWcStatus(ibv_wc_status status) noexcept;
+Result<ibv_mtu> mtuFromBytes(uint32_t bytes);
+// Port speed from ibv_port_attr.active_speed / active_width; 0 when unknown.
+double linkGbps(uint8_t active_speed, uint8_t active_width) noexcept;
+bool isIpv4MappedGid(const ibv_gid& gid) noexcept;
+int toIbvAccess(uint32_t access) noexcept;
+// The GID index to use: `configured` when >= 0 (checked), otherwise the first
+// RoCE v2 IPv4-mapped GID, otherwise 0.
+Result<int> selectGidIndex(const VerbsOps& ops, ibv_context* context, uint8_t port,
+                           const ibv_port_attr& port_attr, int configured);
+
+// What a device learnt at open and every QP transition of it uses.
+struct PortSetup {
+  uint8_t port_num = 1;
+  ibv_port_attr attr{};
+  int gid_index = 0;
+  ibv_gid gid{};
+  ibv_mtu path_mtu = IBV_MTU_4096;  // min(config, port's active MTU)
+  uint8_t timeout = 14;
+  uint8_t retry_cnt = 7;
+  uint8_t rnr_retry = 7;
+  uint8_t max_rd_atomic = 16;       // initiator depth, <= device max_qp_init_rd_atom
+  uint8_t max_dest_rd_atomic = 16;  // responder resources, <= device max_qp_rd_atom
+  bool ethernet() const noexcept { return attr.link_layer == IBV_LINK_LAYER_ETHERNET; }
+};
+
+class VerbsDevice;
+class VerbsQp;
+
+class VerbsMr final : public MemoryRegion {
+ public:
+  VerbsMr(const VerbsOps& ops, ibv_mr* mr, uint32_t access);
+  ~VerbsMr() override;
+  VerbsMr(const VerbsMr&) = delete;
+  VerbsMr& operator=(const VerbsMr&) = delete;
+
+ private:
+  const VerbsOps& ops_;
+  ibv_mr* mr_;
+};
+
+class VerbsCq final : public CompletionQueue {
+ public:
+  VerbsCq(VerbsDevice& device, ibv_cq* cq, uint32_t depth);
+  ~VerbsCq() override;
+  VerbsCq(const VerbsCq&) = delete;
+  VerbsCq& operator=(const VerbsCq&) = delete;
+
+  int poll(WorkCompletion* wc, int max) noexcept override;
+  uint32_t depth() const noexcept override { return depth_; }
+
+  // Control path: reserves `max_send_wr` entries for a QP and gives its index.
+  Result<uint32_t> attach(VerbsQp* qp, uint32_t max_send_wr);
+  void detach(uint32_t index, uint32_t max_send_wr);
+  ibv_cq* raw() const noexcept { return cq_; }
+  VerbsDevice& device() const noexcept { return device_; }
+
+ private:
+  bool translate(const ibv_wc& in, WorkCompletion* out) noexcept;
+
+  VerbsDevice& device_;
+  const VerbsOps& ops_;
+  ibv_cq* cq_;
+  uint32_t depth_;
+  std::mutex attach_mutex_;  // control path only; poll() never takes it
+  uint32_t reserved_wr_ = 0;
+  uint32_t qp_capacity_;
+  std::unique_ptr<std::atomic<VerbsQp*>[]> qps_;
+};
+
+class VerbsQp final : public QueuePair {
+ public:
+  // Posted WR waiting for its completion.
+  struct Slot {
+    uint64_t wr_id = 0;
+    uint32_t byte_len = 0;
+    WrOpcode opcode = WrOpcode::kRdmaWrite;
+  };
+
+  VerbsQp(VerbsDevice& device, VerbsCq& cq, ibv_qp* qp, uint32_t max_send_wr, uint32_t max_sge);
+  ~VerbsQp() override;
+  VerbsQp(const VerbsQp&) = delete;
+  VerbsQp& operator=(const VerbsQp&) = delete;
+  Status attachToCq();
+
+  uint32_t qpNum() const noexcept override { return qp_->qp_num; }
+  QpState state() const noexcept override { return state_.load(std::memory_order_acquire); }
+  int postSend(const SendWr* wr, const SendWr** bad_wr) noexcept override;
+  uint32_t outstanding() const noexcept override;
+  uint32_t maxSendWr() const noexcept override { return max_send_wr_; }
+
+  Status modifyToInit() override;
+  Status modifyToRtr(const QpRemote& remote) override;
+  Status modifyToRts() override;
+  Status modifyToError() override;
+
+  // Completion side (called by VerbsCq::poll, any thread).
+  const Slot& slotOf(uint64_t seq48) const noexcept { return slots_[seq48 & slot_mask_]; }
+  void retire(uint64_t seq48) noexcept;
+  void markError() noexcept { state_.store(QpState::kError, std::memory_order_release); }
+
+ private:
+  Status modify(ibv_qp_attr& attr, int mask, QpState from, QpState to);
+  uint64_t fillWr(const SendWr& wr, uint64_t seq, ibv_send_wr* out, ibv_sge* sges) noexcept;
+  bool sendQueueFull(uint64_t seq, uint64_t& retired_view) noexcept;
+
+  VerbsDevice& device_;
+  const VerbsOps& ops_;
+  VerbsCq& cq_;
+  ibv_qp* qp_;
+  uint32_t max_send_wr_;
+  uint32_t max_sge_;
+  uint32_t cq_index_ = 0;
+  bool attached_ = false;
+  std::atomic<QpState> state_{QpState::kReset};
+  // posted_ is written by the (single) poster, retired_ by whoever polls.
+  alignas(64) std::atomic<uint64_t> posted_{0};
+  alignas(64) std::atomic<uint64_t> retired_{0};
+  uint64_t slot_mask_;
+  std::unique_ptr<Slot[]> slots_;
+};
+
+class VerbsDevice final : public Device {
+ public:
+  static Result<std::unique_ptr<VerbsDevice>> open(const VerbsOps& ops, ibv_device* device,
+                                                   uint32_t index,
+                                                   const config::VerbsFabricConfig& config);
+  ~VerbsDevice() override;
+  VerbsDevice(const VerbsDevice&) = delete;
+  VerbsDevice& operator=(const VerbsDevice&) = delete;
+
+  const DeviceInfo& info() const noexcept override { return info_; }
+  PortIdentity portIdentity() const override;
+  Result<std::unique_ptr<MemoryRegion>> registerMemory(void* addr, size_t length,
+                                                       uint32_t access) override;
+  Result<std::unique_ptr<CompletionQueue>> createCq(uint32_t depth) override;
+  Result<std::unique_ptr<QueuePair>> createQp(const QpInitAttr& attr) override;
+  PortCounters counters() const noexcept override;
+
+  const VerbsOps& ops() const noexcept { return ops_; }
+  const PortSetup& port() const noexcept { return port_; }
+  const std::string& name() const noexcept { return info_.name; }
+  std::string describe() const;  // one line for linkModel()
+  void countCompletions(uint64_t n) noexcept {
+    completions_.fetch_add(n, std::memory_order_relaxed);
+  }
+
+ private:
+  explicit VerbsDevice(const VerbsOps& ops) : ops_(ops) {}
+  Status openContext(ibv_device* device, const config::VerbsFabricConfig& config);
+  Status setupPort(const config::VerbsFabricConfig& config);
+  void readSysfsPlacement(ibv_device* device);
+
+  const VerbsOps& ops_;
+  ibv_context* context_ = nullptr;
+  ibv_pd* pd_ = nullptr;
+  ibv_device_attr device_attr_{};
+  PortSetup port_;
+  DeviceInfo info_;
+  std::string sysfs_path_;
+  std::atomic<uint64_t> completions_{0};
+};
+
+class VerbsProvider final : public Provider {
+ public:
+  explicit VerbsProvider(std::vector<std::unique_ptr<VerbsDevice>> devices)
+      : devices_(std::move(devices)) {}
+  ~VerbsProvider() override;
+
+  std::string_view name() const noexcept override { return "verbs"; }
+  std::string linkModel() const override;
+  size_t deviceCount() const noexcept override { return devices_.size(); }
+  Device& device(size_t index) noexcept override { return *devices_[index]; }
+  Result<void*> allocateMemory(size_t length, int numa_node) override;
+  Status freeMemory(void* addr, size_t length) override;
+
+ private:
+  std::vector<std::unique_ptr<VerbsDevice>> devices_;
+  std::mutex memory_mutex_;
+  std::unordered_map<void*, size_t> allocations_;  // address -> length asked for
+};
+
+// Aligned (2 MiB, transparent-hugepage friendly) anonymous memory, preferring
+// `numa_node` (-1: anywhere). Shared with tests; the provider tracks what it hands out.
+Result<void*> allocateNumaMemory(size_t length, int numa_node);
+Status freeNumaMemory(void* addr, size_t length);
+
+}  // namespace tent::fabric::verbs

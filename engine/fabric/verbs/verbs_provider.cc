@@ -1,0 +1,132 @@
+// The verbs provider and its factories: list rdma-core's devices, open the
+// configured ones. Without any device: NotFound, never a crash.
+#include "engine/fabric/verbs/verbs_provider.h"
+
+#include <algorithm>
+
+#include "config/config.h"
+#include "engine/fabric/verbs/verbs_objects.h"
+#include "tent/log.h"
+
+namespace tent::fabric {
+
+namespace {
+
+// Owns an ibv_get_device_list() result.
+class DeviceList {
+ public:
+  explicit DeviceList(const VerbsOps& ops) : ops_(ops) { list_ = ops_.get_device_list(&count_); }
+  ~DeviceList() {
+    if (list_ != nullptr) ops_.free_device_list(list_);
+  }
+  DeviceList(const DeviceList&) = delete;
+  DeviceList& operator=(const DeviceList&) = delete;
+  size_t size() const { return list_ == nullptr || count_ < 0 ? 0 : static_cast<size_t>(count_); }
+  ibv_device* operator[](size_t i) const { return list_[i]; }
+  std::string nameOf(size_t i) const {
+    const char* name = ops_.get_device_name(list_[i]);
+    return name ? name : "?";
+  }
+
+ private:
+  const VerbsOps& ops_;
+  ibv_device** list_ = nullptr;
+  int count_ = 0;
+};
+
+std::string joinNames(const DeviceList& list) {
+  std::string out;
+  for (size_t i = 0; i < list.size(); ++i) out += (i ? ", " : "") + list.nameOf(i);
+  return out;
+}
+
+// The devices to open, in configuration order (all when none is named).
+Result<std::vector<size_t>> pickDevices(const DeviceList& list,
+                                        const config::VerbsFabricConfig& config) {
+  std::vector<size_t> picked;
+  if (config.devices.empty()) {
+    for (size_t i = 0; i < list.size(); ++i) picked.push_back(i);
+    return picked;
+  }
+  for (const std::string& wanted : config.devices) {
+    size_t i = 0;
+    while (i < list.size() && list.nameOf(i) != wanted) ++i;
+    if (i == list.size()) {
+      return Status::NotFound("verbs: device " + wanted +
+                              " not found (rdma-core lists: " + joinNames(list) + ")");
+    }
+    picked.push_back(i);
+  }
+  return picked;
+}
+
+}  // namespace
+
+size_t verbsDeviceCount(const VerbsOps& ops) noexcept {
+  return DeviceList(ops).size();
+}
+
+size_t verbsDeviceCount() noexcept {
+  return verbsDeviceCount(realVerbsOps());
+}
+
+Result<std::unique_ptr<Provider>> createVerbsProvider(const config::VerbsFabricConfig& config,
+                                                      const VerbsOps& ops) {
+  DeviceList list(ops);
+  if (list.size() == 0) {
+    return Status::NotFound(
+        "verbs: rdma-core lists no RDMA device (no NIC, or no RDMA support in the kernel); "
+        "use the soft provider (fabric.provider: soft)");
+  }
+  TENT_ASSIGN_OR_RETURN(std::vector<size_t> picked, pickDevices(list, config));
+  std::vector<std::unique_ptr<verbs::VerbsDevice>> devices;
+  for (size_t i : picked) {
+    auto device =
+        verbs::VerbsDevice::open(ops, list[i], static_cast<uint32_t>(devices.size()), config);
+    if (!device.ok()) return device.status();
+    devices.push_back(std::move(device).value());
+  }
+  return std::unique_ptr<Provider>(new verbs::VerbsProvider(std::move(devices)));
+}
+
+Result<std::unique_ptr<Provider>> createVerbsProvider(const config::VerbsFabricConfig& config) {
+  return createVerbsProvider(config, realVerbsOps());
+}
+
+namespace verbs {
+
+VerbsProvider::~VerbsProvider() {
+  std::lock_guard<std::mutex> lock(memory_mutex_);
+  for (auto& [addr, length] : allocations_) (void)freeNumaMemory(addr, length);
+}
+
+std::string VerbsProvider::linkModel() const {
+  std::string out = "verbs:";
+  for (const auto& device : devices_) out += " " + device->describe() + ";";
+  if (!devices_.empty()) out.pop_back();
+  return out;
+}
+
+Result<void*> VerbsProvider::allocateMemory(size_t length, int numa_node) {
+  TENT_ASSIGN_OR_RETURN(void* addr, allocateNumaMemory(length, numa_node));
+  std::lock_guard<std::mutex> lock(memory_mutex_);
+  allocations_[addr] = length;
+  return addr;
+}
+
+Status VerbsProvider::freeMemory(void* addr, size_t length) {
+  {
+    std::lock_guard<std::mutex> lock(memory_mutex_);
+    auto it = allocations_.find(addr);
+    if (it == allocations_.end() || it->second != length) {
+      return Status::InvalidArgument(
+          "verbs: freeMemory of memory this provider did not allocate "
+          "(or with another length)");
+    }
+    allocations_.erase(it);
+  }
+  return freeNumaMemory(addr, length);
+}
+
+}  // namespace verbs
+}  // namespace tent::fabric
