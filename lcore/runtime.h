@@ -49,4 +49,8 @@ class Runtime {
 // The EAL argument list tent would use for `config` (for logs and tests).
 std::vector<std::string> ealArguments(const config::Config& config);
 
+// The lcores a runtime built from `config` has: `config.lcores`, or when that is
+// empty the default, one unpinned lcore running rail "*" and background.
+std::vector<config::LcoreSpec> lcoreLayout(const config::Config& config);
+
 }  // namespace tent::lcore

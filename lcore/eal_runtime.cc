@@ -1,0 +1,248 @@
+// The EAL runtime: one per process (weak_ptr singleton) over DPDK EAL lcores.
+// EAL lcore 0 is the main lcore, i.e. the application thread, left free to run
+// on every CPU; config lcore k is EAL lcore k+1, pinned to its CPU.
+#include <rte_eal.h>
+#include <rte_errno.h>
+#include <rte_launch.h>
+#include <rte_lcore.h>
+#include <sched.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <mutex>
+#include <string>
+
+#include "lcore/runtime_impl.h"
+#include "tent/log.h"
+
+namespace tent::lcore {
+
+namespace {
+
+unsigned ealLcoreId(size_t lcore) {
+  return static_cast<unsigned>(lcore + 1);
+}
+
+std::vector<int> allowedCpus() {
+  std::vector<int> cpus;
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  if (sched_getaffinity(0, sizeof(set), &set) == 0) {
+    for (int cpu = 0; cpu < CPU_SETSIZE; ++cpu) {
+      if (CPU_ISSET(cpu, &set)) cpus.push_back(cpu);
+    }
+  }
+  if (cpus.empty()) cpus.push_back(0);
+  return cpus;
+}
+
+// "0-3,6" from {0,1,2,3,6}.
+std::string cpuList(const std::vector<int>& cpus) {
+  std::string out;
+  for (size_t i = 0; i < cpus.size();) {
+    size_t j = i;
+    while (j + 1 < cpus.size() && cpus[j + 1] == cpus[j] + 1) ++j;
+    if (!out.empty()) out += ',';
+    out += std::to_string(cpus[i]);
+    if (j > i) out += '-' + std::to_string(cpus[j]);
+    i = j + 1;
+  }
+  return out;
+}
+
+// --lcores value: "0@(0-1),1@(0-1),2@1".
+std::string lcoresArgument(const std::vector<config::LcoreSpec>& specs) {
+  const std::string every_cpu = "(" + cpuList(allowedCpus()) + ")";
+  std::string out = "0@" + every_cpu;
+  for (size_t k = 0; k < specs.size(); ++k) {
+    const int cpu = specs[k].cpu;
+    out += "," + std::to_string(ealLcoreId(k)) + "@" + (cpu < 0 ? every_cpu : std::to_string(cpu));
+  }
+  return out;
+}
+
+std::string joined(const std::vector<std::string>& args) {
+  std::string out;
+  for (const auto& a : args) out += (out.empty() ? "" : " ") + a;
+  return out;
+}
+
+// What EAL was initialised with, for the life of the process (EAL cannot be
+// re-initialised). Leaked on purpose: it must outlive static destructors.
+struct EalProcess {
+  // Recursive: a runtime destroyed inside acquire (failed launch) stops under it.
+  std::recursive_mutex mu;
+  bool initialized = false;
+  std::vector<int> cpus;  // per config lcore: its CPU, -1 = unpinned
+  std::weak_ptr<Runtime> live;
+  std::vector<std::string> args;  // EAL may keep pointers into argv
+};
+
+EalProcess& process() {
+  static auto* p = new EalProcess();
+  return *p;
+}
+
+class EalRuntime final : public LoopRuntime {
+ public:
+  explicit EalRuntime(std::vector<config::LcoreSpec> specs) : LoopRuntime(std::move(specs)) {}
+  ~EalRuntime() override {
+    std::lock_guard process_lock(process().mu);
+    stop();
+  }
+  bool manual() const noexcept override { return false; }
+  int cpuOf(size_t lcore) const noexcept override {
+    return lcore < specs_.size() ? specs_[lcore].cpu : -1;
+  }
+  size_t runOnce(size_t /*lcore*/) override { return 0; }  // the lcores run themselves
+
+  Status launch();
+
+ private:
+  static int lcoreMain(void* loop) {
+    static_cast<LcoreLoop*>(loop)->run_lc();
+    return 0;
+  }
+  void stop();
+
+  std::vector<bool> launched_;
+};
+
+Status EalRuntime::launch() {
+  std::lock_guard lock(control_mu_);
+  launched_.assign(loops_.size(), false);
+  for (size_t k = 0; k < loops_.size(); ++k) {
+    loops_[k]->prepareLaunch();
+    const int rc = rte_eal_remote_launch(&EalRuntime::lcoreMain, loops_[k].get(), ealLcoreId(k));
+    if (rc != 0) {
+      loops_[k]->launchFailed();
+      return Status::Unavailable("cannot launch the loop of lcore " + std::to_string(k) +
+                                 " on EAL lcore " + std::to_string(ealLcoreId(k)) +
+                                 ": rte_eal_remote_launch: " + rte_strerror(-rc));
+    }
+    launched_[k] = true;
+  }
+  return Status::OK();
+}
+
+void EalRuntime::stop() {
+  std::lock_guard lock(control_mu_);
+  for (size_t k = 0; k < launched_.size(); ++k) {
+    if (launched_[k]) loops_[k]->requestStop();
+  }
+  for (size_t k = 0; k < launched_.size(); ++k) {
+    if (!launched_[k]) continue;
+    if (rte_lcore_id() == ealLcoreId(k)) {
+      // The last reference died inside this lcore's own poller: it stops after this pass.
+      TENT_WARN(kLcore, "lcore %zu released its own runtime; not waiting for itself", k);
+      continue;
+    }
+    rte_eal_wait_lcore(ealLcoreId(k));
+    launched_[k] = false;
+  }
+}
+
+Status checkCpus(const config::Config& config, const std::vector<config::LcoreSpec>& specs) {
+  if (specs.size() + 1 > RTE_MAX_LCORE) {
+    return Status::InvalidArgument(config.source + ": lcores: " + std::to_string(specs.size()) +
+                                   " lcores; DPDK allows " + std::to_string(RTE_MAX_LCORE - 1) +
+                                   " beside the main lcore");
+  }
+  const std::vector<int> allowed = allowedCpus();
+  for (size_t k = 0; k < specs.size(); ++k) {
+    const int cpu = specs[k].cpu;
+    if (cpu < 0) continue;
+    if (std::find(allowed.begin(), allowed.end(), cpu) == allowed.end()) {
+      return Status::InvalidArgument(
+          config.source + ": lcores[" + std::to_string(k) + "].cpu: CPU " + std::to_string(cpu) +
+          " is not one this process may run on (allowed: " + cpuList(allowed) +
+          ", or -1 for unpinned)");
+    }
+  }
+  return Status::OK();
+}
+
+Status initEal(const config::Config& config, const std::vector<config::LcoreSpec>& specs) {
+  EalProcess& p = process();
+  p.args = ealArguments(config);
+  std::vector<char*> argv;
+  for (auto& a : p.args) argv.push_back(a.data());
+  TENT_INFO(kLcore, "rte_eal_init: %s", joined(p.args).c_str());
+  if (rte_eal_init(static_cast<int>(argv.size()), argv.data()) < 0) {
+    return Status::Unavailable("rte_eal_init failed (" + std::string(rte_strerror(rte_errno)) +
+                               ") with: " + joined(p.args));
+  }
+  p.initialized = true;
+  p.cpus.clear();
+  for (const auto& spec : specs) p.cpus.push_back(spec.cpu);
+  for (size_t k = 0; k < specs.size(); ++k) {
+    if (!rte_lcore_is_enabled(ealLcoreId(k))) {
+      return Status::FailedPrecondition("EAL lcore " + std::to_string(ealLcoreId(k)) +
+                                        " is not enabled: do eal.extra_args override --lcores?");
+    }
+  }
+  // --no-shconf leaves the per-prefix runtime directory empty; do not litter /run/dpdk.
+  if (config.eal.no_shconf) rmdir(rte_eal_get_runtime_dir());
+  return Status::OK();
+}
+
+// A process has one EAL lcore layout: later configs must fit into it.
+Status checkFitsEal(const std::vector<config::LcoreSpec>& specs, size_t available) {
+  const EalProcess& p = process();
+  if (specs.size() > available) {
+    return Status::FailedPrecondition(
+        "the config needs " + std::to_string(specs.size()) + " lcores but only " +
+        std::to_string(available) + " are available: EAL was initialised in this process with " +
+        std::to_string(p.cpus.size()) +
+        " and cannot be re-initialised (give the first config the largest layout)");
+  }
+  for (size_t k = 0; k < specs.size(); ++k) {
+    if (specs[k].cpu != p.cpus[k]) {
+      return Status::FailedPrecondition("lcore " + std::to_string(k) + " wants CPU " +
+                                        std::to_string(specs[k].cpu) + " but EAL pinned it to " +
+                                        std::to_string(p.cpus[k]) +
+                                        " (-1 = unpinned) when it was initialised in this process");
+    }
+  }
+  return Status::OK();
+}
+
+}  // namespace
+
+std::vector<std::string> ealArguments(const config::Config& config) {
+  const config::EalConfig& eal = config.eal;
+  std::vector<std::string> args = {"tent"};
+  if (eal.no_huge) args.emplace_back("--no-huge");
+  if (eal.no_pci) args.emplace_back("--no-pci");
+  if (eal.no_shconf) args.emplace_back("--no-shconf");
+  args.emplace_back("-m");
+  args.push_back(std::to_string(eal.memory_mb));
+  const std::string prefix =
+      eal.file_prefix.empty() ? "tent-" + std::to_string(getpid()) : eal.file_prefix;
+  args.push_back("--file-prefix=" + prefix);
+  args.emplace_back("--no-telemetry");
+  args.emplace_back("--log-level=lib.eal:error");
+  args.push_back("--lcores=" + lcoresArgument(lcoreLayout(config)));
+  args.insert(args.end(), eal.extra_args.begin(), eal.extra_args.end());
+  return args;
+}
+
+Result<std::shared_ptr<Runtime>> acquireEalRuntime(const config::Config& config,
+                                                   std::vector<config::LcoreSpec> specs) {
+  EalProcess& p = process();
+  std::lock_guard lock(p.mu);
+  TENT_RETURN_IF_ERROR(checkCpus(config, specs));
+  if (!p.initialized) TENT_RETURN_IF_ERROR(initEal(config, specs));
+  if (auto live = p.live.lock()) {
+    // Shared: the live runtime's layout and idle policies stay in force.
+    TENT_RETURN_IF_ERROR(checkFitsEal(specs, live->lcoreCount()));
+    return live;
+  }
+  TENT_RETURN_IF_ERROR(checkFitsEal(specs, p.cpus.size()));
+  auto runtime = std::make_shared<EalRuntime>(std::move(specs));
+  TENT_RETURN_IF_ERROR(runtime->launch());
+  p.live = runtime;
+  return std::shared_ptr<Runtime>(std::move(runtime));
+}
+
+}  // namespace tent::lcore

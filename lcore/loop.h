@@ -1,0 +1,83 @@
+// LcoreLoop: the run-to-completion loop of one lcore (private to lcore/).
+//
+// The loop reads an atomic pointer to an immutable PollerSet. attach/detach
+// publish a new set and wait until the lcore has finished a pass over it (it
+// stores the set it just used in `seen_`), or until it is not running; only
+// then is the old set freed. So after detach returns the poller is never
+// called again. See docs/lcore.md for the argument.
+#pragma once
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <mutex>
+#include <vector>
+
+#include "config/config.h"
+#include "lcore/idle.h"
+#include "lcore/poller.h"
+#include "lcore/runtime.h"
+#include "tent/status.h"
+
+namespace tent::lcore {
+
+// Replaced as a whole, never modified once published.
+struct PollerSet {
+  std::vector<Poller*> pollers;
+};
+
+class LcoreLoop {
+ public:
+  LcoreLoop(size_t index, const config::LcoreSpec& spec);
+  ~LcoreLoop();
+  LcoreLoop(const LcoreLoop&) = delete;
+  LcoreLoop& operator=(const LcoreLoop&) = delete;
+
+  // ---- control path (callers serialise these with one mutex) ----
+  Status attach(Poller* poller);
+  Status detach(Poller* poller);
+  bool contains(const Poller* poller) const noexcept;
+  LcoreStats stats() const noexcept;
+  // Before launching run_lc() on an lcore thread: clears the stop request and
+  // marks the loop active, so attach/detach wait for it from now on.
+  void prepareLaunch() noexcept;
+  // rte_eal_remote_launch refused: the loop never ran.
+  void launchFailed() noexcept { active_.store(false, std::memory_order_seq_cst); }
+  void requestStop() noexcept;
+  // The launched loop has returned (or was never launched).
+  bool active() const noexcept { return active_.load(std::memory_order_seq_cst); }
+
+  // ---- datapath ----
+  // Manual mode: one pass, with accounting but without idle policy. Must not
+  // run on two threads at once for the same loop.
+  size_t runOnce_lc() noexcept;
+  // EAL mode: passes until requestStop(); then marks the loop inactive.
+  void run_lc() noexcept;
+
+ private:
+  size_t pass_lc() noexcept;
+  void account_lc(bool busy, uint64_t cycles) noexcept;
+  bool mustWake() const noexcept;
+  static void sleepUnlessWoken(void* self, uint32_t us) noexcept;
+
+  Status publish(std::vector<Poller*> next, const char* what, const Poller* poller);
+  bool waitQuiescent(const PollerSet* fresh) const;
+
+  const size_t index_;
+  IdleBackoff backoff_;  // lcore-private
+
+  // Read by the lcore every pass, written rarely by control threads.
+  alignas(64) std::atomic<const PollerSet*> current_;
+  std::atomic<bool> stop_{false};
+  std::atomic<bool> active_{false};
+
+  // Written only by the lcore (single writer), read by control threads.
+  alignas(64) std::atomic<const PollerSet*> seen_{nullptr};
+  std::atomic<uint64_t> busy_cycles_{0};
+  std::atomic<uint64_t> idle_cycles_{0};
+  std::atomic<uint64_t> busy_passes_{0};
+  std::atomic<uint64_t> idle_passes_{0};
+  std::atomic<uint64_t> sleeps_{0};
+};
+
+}  // namespace tent::lcore
