@@ -24,6 +24,8 @@ struct IdlePolicy {
   uint32_t pause_polls = 2048;
   uint32_t sleep_min_us = 1;
   uint32_t sleep_max_us = 100;
+
+  bool operator==(const IdlePolicy&) const = default;
 };
 
 enum class PollerKind : uint8_t {
@@ -34,12 +36,16 @@ enum class PollerKind : uint8_t {
 struct PollerSpec {
   PollerKind kind = PollerKind::kBackground;
   std::string device;  // kRail: a device name or "*" (every context); empty for kBackground
+
+  bool operator==(const PollerSpec&) const = default;
 };
 
 struct LcoreSpec {
   int cpu = -1;  // CPU to pin to; -1 = not pinned (runs on any CPU)
   std::vector<PollerSpec> pollers;
   IdlePolicy idle;
+
+  bool operator==(const LcoreSpec&) const = default;
 };
 
 enum class LcoreMode : uint8_t {
@@ -55,6 +61,8 @@ struct EalConfig {
   bool no_shconf = true;
   std::string file_prefix;              // empty: "tent-<pid>" (unique per process)
   std::vector<std::string> extra_args;  // appended verbatim to the EAL argument list
+
+  bool operator==(const EalConfig&) const = default;
 };
 
 // ---- fabric ---------------------------------------------------------------
@@ -67,17 +75,21 @@ struct SoftDevice {
   std::string pci;          // optional PCI address, for rail-map placement
   double link_gbps = 0;     // 0 = unlimited
   uint64_t latency_ns = 0;  // added to every completion
+
+  bool operator==(const SoftDevice&) const = default;
 };
 
 struct SoftFabricConfig {
   // Empty: one soft device per RDMA device of the topology (named and placed
   // like it), or a single "soft0" on NUMA node 0 when the topology has none.
   std::vector<SoftDevice> devices;
-  double default_link_gbps = 0;     // for devices taken from the topology
-  uint64_t default_latency_ns = 0;  // for devices taken from the topology
+  double default_link_gbps = 0;          // for devices taken from the topology
+  uint64_t default_latency_ns = 0;       // for devices taken from the topology
   uint32_t peer_dead_timeout_ms = 1000;  // WRs to a dead peer fail with retry-exceeded by then
   uint32_t max_mrs = 4096;               // memory regions per device
   std::string shm_dir = "/dev/shm";
+
+  bool operator==(const SoftFabricConfig&) const = default;
 };
 
 struct VerbsFabricConfig {
@@ -89,35 +101,46 @@ struct VerbsFabricConfig {
   uint8_t retry_cnt = 7;
   uint8_t rnr_retry = 7;
   uint32_t max_rd_atomic = 16;
+
+  bool operator==(const VerbsFabricConfig&) const = default;
 };
 
 struct FabricConfig {
   FabricProvider provider = FabricProvider::kAuto;  // auto: verbs when a device exists, else soft
   SoftFabricConfig soft;
   VerbsFabricConfig verbs;
+
+  bool operator==(const FabricConfig&) const = default;
 };
 
 // ---- topology -------------------------------------------------------------
 
 struct TopologyConfig {
   std::string xml_file;  // empty: discover the live machine with hwloc
+
+  bool operator==(const TopologyConfig&) const = default;
 };
 
 // ---- transfer engine --------------------------------------------------------
 
 struct WorkerConfig {
-  uint64_t block_size = 65536;      // slice size
-  uint32_t ring_size = 8192;        // per poller work ring (power of two)
-  uint32_t burst = 32;              // slices dequeued per pass
-  uint32_t qps_per_endpoint = 2;    // data QPs per endpoint
-  uint32_t qp_depth = 128;          // max_send_wr of a data QP
-  uint32_t cq_depth = 8192;         // entries of a context's data CQ
-  uint32_t slice_pool = 65536;      // preallocated slices per engine
+  uint64_t block_size = 65536;    // slice size
+  uint32_t ring_size = 8192;      // per poller work ring (power of two)
+  uint32_t burst = 32;            // slices dequeued per pass
+  uint32_t qps_per_endpoint = 2;  // data QPs per endpoint
+  uint32_t qp_depth = 128;        // max_send_wr of a data QP
+  uint32_t cq_depth = 8192;       // entries of a context's data CQ
+  uint32_t slice_pool = 65536;    // preallocated slices per engine
   uint32_t max_batch_capacity = 65536;
-  uint32_t max_slice_retries = 3;   // a failed slice retries on another device pair
+  uint32_t max_slice_retries = 3;       // a failed slice retries on another device pair
   uint32_t device_error_threshold = 8;  // consecutive errors that pause a device
   uint32_t device_pause_ms = 1000;
-  uint32_t slice_timeout_ms = 30000;    // software timeout of a posted worker slice
+  uint32_t slice_timeout_ms = 30000;  // software timeout of a posted worker slice
+  // Added for the engine (issue 5): most WRs chained into one post on an endpoint
+  // (<= qp_depth); bounds the time one poller pass spends posting.
+  uint32_t post_batch = 32;
+
+  bool operator==(const WorkerConfig&) const = default;
 };
 
 enum class DirectMode : uint8_t {
@@ -132,21 +155,43 @@ struct DirectConfig {
   uint32_t qp_depth = 1;         // send WRs of a direct QP (the RFC's depth is 1)
   uint32_t cq_depth = 256;       // entries of a context's direct CQ
   uint32_t timeout_ms = 2000;    // software timeout of a posted direct slice
+  // Added for the engine (issue 6):
+  // false: endpoints get no direct QP and advertise direct_qp_num = 0, as a peer
+  // without direct support does (the compatibility tests use it).
+  bool create_qp = true;
+  // false: only callers of getTransferStatus() poll the direct CQs (the RFC's
+  // original scheme); true: each context's rail poller polls its direct CQ too.
+  bool poll_by_rail = true;
+
+  bool operator==(const DirectConfig&) const = default;
 };
 
 struct BootstrapConfig {
   std::string listen = "127.0.0.1:0";  // control listener; port 0 = any free port
   uint32_t connect_timeout_ms = 3000;
   uint32_t descriptor_refresh_ms = 200;  // min gap between refetches of a peer descriptor
+  // Added for the engine (issue 5):
+  // Host part of this node's segment name; empty: the listen host (which must
+  // then not be a wildcard such as 0.0.0.0 for peers to reach it).
+  std::string advertise_host;
+  // Budget for one request/response on an established control connection, so a
+  // peer that accepts but never answers cannot hold the control thread.
+  uint32_t io_timeout_ms = 3000;
+
+  bool operator==(const BootstrapConfig&) const = default;
 };
 
 struct TimeoutConfig {
   uint32_t endpoint_destroy_ms = 1000;  // drain budget when an endpoint is destroyed
+
+  bool operator==(const TimeoutConfig&) const = default;
 };
 
 struct LogConfig {
   std::string level = "warn";                     // every component
   std::map<std::string, std::string> components;  // per component overrides
+
+  bool operator==(const LogConfig&) const = default;
 };
 
 struct Config {
@@ -160,6 +205,8 @@ struct Config {
   TimeoutConfig timeouts;
   LogConfig log;
   std::string source = "<defaults>";  // where it came from, for messages
+
+  bool operator==(const Config&) const = default;
 };
 
 // Parses a YAML file. Errors name the file, line, key and what is allowed:
@@ -179,5 +226,25 @@ Status applyLogConfig(const LogConfig& log);
 std::string_view toString(PollerKind k) noexcept;
 std::string_view toString(FabricProvider p) noexcept;
 std::string_view toString(DirectMode m) noexcept;
+std::string_view toString(LcoreMode m) noexcept;
+// "background", "rail:*", "rail:mlx5_0".
+std::string toString(const PollerSpec& p);
+// Parses a poller spec as written in YAML ("background", "rail:*", "rail:<device>").
+Result<PollerSpec> parsePollerSpec(std::string_view text);
+
+// The whole config as YAML that loadString() reads back to an equal Config
+// (every key written, defaults included).
+std::string toYaml(const Config& config);
+
+// One key the parser accepts: its full path ("workers.block_size"; keys of list
+// items as "lcores[].cpu"), what it allows, and its default as YAML text
+// (65536, "/dev/shm" with its quotes, auto). docs/config.md documents every entry
+// with this default (a test checks it).
+struct KeyInfo {
+  std::string path;
+  std::string allowed;
+  std::string default_value;
+};
+const std::vector<KeyInfo>& keyList();
 
 }  // namespace tent::config

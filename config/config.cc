@@ -1,0 +1,247 @@
+// Loading (file, string, environment), defaults, the key list, YAML output and
+// applying log levels. The schema itself is in parse.cc.
+#include "config/config.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+#include <exception>
+#include <string>
+#include <utility>
+
+#include "config/parse.h"
+#include "config/yaml_reader.h"
+#include "tent/log.h"
+
+namespace tent::config {
+namespace {
+
+using detail::MapReader;
+using detail::Walk;
+
+// A config file is a few KiB; anything this big is the wrong file.
+constexpr off_t kMaxFileBytes = 16 << 20;
+
+std::string withLine(const std::string& source, int line) {
+  return line > 0 ? source + ":" + std::to_string(line) : source;
+}
+
+Result<std::shared_ptr<const Config>> parseDocument(const YAML::Node& root,
+                                                    const std::string& source) {
+  auto config = std::make_shared<Config>(*defaults());
+  config->source = source;
+  Walk walk = Walk::parse(source);
+  const int line = detail::lineOfNode(root);
+  MapReader top(walk, root, "", line > 0 ? line : 1);
+  detail::readConfig(top, config.get());
+  top.finish();
+  if (walk.failed()) return walk.status();
+  return std::shared_ptr<const Config>(std::move(config));
+}
+
+// Every yaml-cpp exception stops here: nothing throws across the config API.
+Result<std::shared_ptr<const Config>> parseText(std::string_view yaml, const std::string& source) {
+  try {
+    const std::vector<YAML::Node> docs = YAML::LoadAll(std::string(yaml));
+    if (docs.size() > 1) {
+      return Status::InvalidArgument(withLine(source, detail::lineOfNode(docs[1])) +
+                                     ": expected one YAML document, found " +
+                                     std::to_string(docs.size()));
+    }
+    return parseDocument(docs.empty() ? YAML::Node() : docs[0], source);
+  } catch (const YAML::Exception& e) {
+    const int line = e.mark.line >= 0 ? e.mark.line + 1 : 0;
+    return Status::InvalidArgument(withLine(source, line) + ": malformed YAML: " + e.msg);
+  } catch (const std::exception& e) {
+    return Status::Internal(source + ": reading the config failed: " + e.what());
+  }
+}
+
+Result<std::string> readWholeFile(const std::string& path) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) {
+    const int err = errno;
+    std::string msg = "cannot open config file '" + path + "': " + std::strerror(err);
+    return err == ENOENT ? Status::NotFound(std::move(msg)) : Status::IoError(std::move(msg));
+  }
+  struct stat st {};
+  std::string text;
+  Status status;
+  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+    status = Status::IoError("config file '" + path + "' is not a regular file");
+  } else if (st.st_size > kMaxFileBytes) {
+    status = Status::IoError("config file '" + path + "' is larger than 16 MiB");
+  } else {
+    text.resize(static_cast<size_t>(st.st_size));
+    size_t done = 0;
+    while (done < text.size() && status.ok()) {
+      const ssize_t n = ::read(fd, text.data() + done, text.size() - done);
+      if (n > 0) {
+        done += static_cast<size_t>(n);
+      } else if (n == 0) {
+        text.resize(done);  // the file shrank while we read it
+        break;
+      } else if (errno != EINTR) {
+        status = Status::IoError("cannot read config file '" + path + "': " + std::strerror(errno));
+      }
+    }
+  }
+  ::close(fd);
+  if (!status.ok()) return status;
+  return text;
+}
+
+std::string levelNames() {
+  return "trace, debug, info, warn, error, off";
+}
+
+std::string componentNames() {
+  std::string out;
+  for (uint8_t i = 0; i < static_cast<uint8_t>(log::Component::kCount); ++i) {
+    if (i > 0) out += ", ";
+    out += log::componentName(static_cast<log::Component>(i));
+  }
+  return out;
+}
+
+}  // namespace
+
+Result<std::shared_ptr<const Config>> loadFile(const std::string& path) {
+  Result<std::string> text = readWholeFile(path);
+  if (!text.ok()) return text.status();
+  return parseText(*text, path);
+}
+
+Result<std::shared_ptr<const Config>> loadString(std::string_view yaml,
+                                                 std::string_view source_name) {
+  return parseText(yaml, std::string(source_name));
+}
+
+std::shared_ptr<const Config> defaults() {
+  static const std::shared_ptr<const Config> kDefaults = [] {
+    auto c = std::make_shared<Config>();
+    LcoreSpec lcore;
+    lcore.pollers = {{PollerKind::kRail, "*"}, {PollerKind::kBackground, ""}};
+    c->lcores.push_back(lcore);
+    return std::shared_ptr<const Config>(std::move(c));
+  }();
+  return kDefaults;
+}
+
+Result<std::shared_ptr<const Config>> loadFromEnvironment() {
+  // The one environment read of the project.
+  const char* path = std::getenv("TENT_CONFIG");
+  if (path == nullptr || *path == '\0') return defaults();
+  Result<std::shared_ptr<const Config>> config = loadFile(path);
+  if (!config.ok()) return config.status().withContext("TENT_CONFIG");
+  return config;
+}
+
+Status applyLogConfig(const LogConfig& config) {
+  // Check everything first so a bad entry changes no level at all.
+  log::Level global = log::Level::kWarn;
+  if (!log::parseLevel(config.level, &global)) {
+    return Status::InvalidArgument("log.level: unknown level '" + config.level +
+                                   "'; allowed: " + levelNames());
+  }
+  std::vector<std::pair<log::Component, log::Level>> overrides;
+  for (const auto& [name, level_name] : config.components) {
+    log::Component component{};
+    log::Level level{};
+    if (!log::parseComponent(name, &component)) {
+      return Status::InvalidArgument("log.components: unknown component '" + name +
+                                     "'; allowed: " + componentNames());
+    }
+    if (!log::parseLevel(level_name, &level)) {
+      return Status::InvalidArgument("log.components." + name + ": unknown level '" + level_name +
+                                     "'; allowed: " + levelNames());
+    }
+    overrides.emplace_back(component, level);
+  }
+  log::setAllLevels(global);
+  for (const auto& [component, level] : overrides) log::setLevel(component, level);
+  return Status::OK();
+}
+
+const std::vector<KeyInfo>& keyList() {
+  static const std::vector<KeyInfo> kKeys = [] {
+    std::vector<KeyInfo> keys;
+    try {
+      Config config = *defaults();
+      Walk walk = Walk::describe(&keys);
+      MapReader top(walk, YAML::Node(), "", 0);
+      detail::readConfig(top, &config);
+    } catch (const std::exception& e) {
+      keys.push_back({"<error>", e.what(), ""});  // the docs test fails loudly on it
+    }
+    return keys;
+  }();
+  return kKeys;
+}
+
+std::string toYaml(const Config& config) {
+  try {
+    Config copy = config;  // the walk takes mutable structs; emitting never changes them
+    YAML::Emitter out;
+    out << YAML::Comment("tent config (from " + config.source + ")");
+    out << YAML::BeginMap;
+    Walk walk = Walk::emit(&out);
+    MapReader top(walk, YAML::Node(), "", 0);
+    detail::readConfig(top, &copy);
+    out << YAML::EndMap;
+    if (!out.good()) return "# cannot write the config as YAML: " + out.GetLastError() + "\n";
+    return std::string(out.c_str()) + "\n";
+  } catch (const std::exception& e) {
+    return std::string("# cannot write the config as YAML: ") + e.what() + "\n";
+  }
+}
+
+std::string_view toString(PollerKind k) noexcept {
+  switch (k) {
+    case PollerKind::kRail:
+      return "rail";
+    case PollerKind::kBackground:
+      return "background";
+  }
+  return "?";
+}
+
+std::string_view toString(FabricProvider p) noexcept {
+  switch (p) {
+    case FabricProvider::kAuto:
+      return "auto";
+    case FabricProvider::kVerbs:
+      return "verbs";
+    case FabricProvider::kSoft:
+      return "soft";
+  }
+  return "?";
+}
+
+std::string_view toString(DirectMode m) noexcept {
+  switch (m) {
+    case DirectMode::kAuto:
+      return "auto";
+    case DirectMode::kOff:
+      return "off";
+    case DirectMode::kForce:
+      return "force";
+  }
+  return "?";
+}
+
+std::string_view toString(LcoreMode m) noexcept {
+  switch (m) {
+    case LcoreMode::kEal:
+      return "eal";
+    case LcoreMode::kManual:
+      return "manual";
+  }
+  return "?";
+}
+
+}  // namespace tent::config

@@ -1,0 +1,397 @@
+// The schema of tent's YAML config: every key, its range and the cross-field
+// checks. docs/config.md is the prose for what is here; a test keeps them in step.
+#include "config/parse.h"
+
+#include <algorithm>
+#include <cctype>
+#include <map>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "tent/log.h"
+
+namespace tent::config::detail {
+namespace {
+
+// ---- ranges ---------------------------------------------------------------------
+// Wide enough for any machine we can imagine, narrow enough to catch typos
+// (a block size in KiB, a timeout in seconds where milliseconds are meant).
+constexpr int64_t kMaxCpu = 4095;
+constexpr int64_t kMaxNumaNode = 1023;
+constexpr int64_t kMaxTimeoutMs = 3600000;  // one hour
+constexpr int64_t kMaxLinkTimeoutMs = 600000;
+constexpr int64_t kMaxIdlePolls = 1 << 30;
+constexpr int64_t kMaxSleepUs = 1000000;
+constexpr int64_t kMaxLatencyNs = 1000000000;  // one second
+constexpr double kMaxLinkGbps = 100000;
+constexpr int64_t kMaxDirectBytes = int64_t{1} << 40;
+
+// ---- text rules -----------------------------------------------------------------
+
+bool isNameChar(char c) {
+  return std::isalnum(static_cast<unsigned char>(c)) != 0 || c == '_' || c == '-' || c == '.';
+}
+
+bool validDeviceName(std::string_view s) {
+  return !s.empty() && s.size() <= 63 && std::all_of(s.begin(), s.end(), isNameChar);
+}
+
+bool validFilePrefix(std::string_view s) {
+  return s.size() <= 64 && std::all_of(s.begin(), s.end(), isNameChar);
+}
+
+bool isHexRun(std::string_view s, size_t min_len, size_t max_len) {
+  return s.size() >= min_len && s.size() <= max_len && std::all_of(s.begin(), s.end(), [](char c) {
+           return std::isxdigit(static_cast<unsigned char>(c));
+         });
+}
+
+// "0000:3b:00.0" or "3b:00.0" (domain 0); empty means "not given".
+bool validPci(std::string_view s) {
+  if (s.empty()) return true;
+  const size_t dot = s.rfind('.');
+  if (dot == std::string_view::npos || dot + 2 != s.size() || s[dot + 1] < '0' ||
+      s[dot + 1] > '7') {
+    return false;
+  }
+  std::string_view rest = s.substr(0, dot);  // [domain:]bus:device
+  const size_t colon = rest.rfind(':');
+  if (colon == std::string_view::npos || !isHexRun(rest.substr(colon + 1), 2, 2)) return false;
+  rest = rest.substr(0, colon);
+  const size_t domain_colon = rest.find(':');
+  if (domain_colon == std::string_view::npos) return isHexRun(rest, 2, 2);
+  return isHexRun(rest.substr(0, domain_colon), 4, 8) &&
+         isHexRun(rest.substr(domain_colon + 1), 2, 2);
+}
+
+// A host without a port: a name, an IPv4 address or a bracketed IPv6 address.
+bool validHost(std::string_view s) {
+  if (s.empty() || s.size() > 255) return false;
+  if (s.front() == '[') {
+    if (s.back() != ']' || s.size() < 3) return false;
+    const std::string_view inner = s.substr(1, s.size() - 2);
+    return std::all_of(inner.begin(), inner.end(), [](char c) {
+      return std::isxdigit(static_cast<unsigned char>(c)) != 0 || c == ':' || c == '.' || c == '%';
+    });
+  }
+  return std::all_of(s.begin(), s.end(), isNameChar);
+}
+
+bool validPort(std::string_view s) {
+  if (s.empty() || s.size() > 5) return false;
+  if (!std::all_of(s.begin(), s.end(), [](char c) { return c >= '0' && c <= '9'; })) return false;
+  return std::stoi(std::string(s)) <= 65535;
+}
+
+bool validHostPort(std::string_view s) {
+  const size_t colon = s.rfind(':');
+  if (colon == std::string_view::npos) return false;
+  return validHost(s.substr(0, colon)) && validPort(s.substr(colon + 1));
+}
+
+bool isWildcardHost(std::string_view s) {
+  return s == "0.0.0.0" || s == "[::]";
+}
+
+bool validAdvertiseHost(std::string_view s) {
+  return s.empty() || (validHost(s) && !isWildcardHost(s));
+}
+
+bool validAbsolutePath(std::string_view s) {
+  return !s.empty() && s.front() == '/';
+}
+
+constexpr TextRule kPathOrEmpty{"a file path, or empty", nullptr};
+constexpr TextRule kDeviceName{
+    "a device name of letters, digits, '_', '-' or '.' (1 to 63 characters)", validDeviceName};
+constexpr TextRule kFilePrefix{
+    "letters, digits, '_', '-' or '.' (at most 64), or empty for tent-<pid>", validFilePrefix};
+constexpr TextRule kPci{"a PCI address such as 0000:3b:00.0 or 3b:00.0, or empty", validPci};
+constexpr TextRule kHostPort{"host:port with a port in [0, 65535] (IPv6 as [addr]:port)",
+                             validHostPort};
+constexpr TextRule kAdvertiseHost{
+    "a host name or address peers can reach (not a wildcard, no port), or empty",
+    validAdvertiseHost};
+constexpr TextRule kAbsolutePath{"an absolute path", validAbsolutePath};
+
+const std::vector<std::string_view> kLevelNames = {"trace", "debug", "info",
+                                                   "warn",  "error", "off"};
+
+std::vector<std::string_view> componentNames() {
+  std::vector<std::string_view> names;
+  for (uint8_t i = 0; i < static_cast<uint8_t>(log::Component::kCount); ++i) {
+    names.push_back(log::componentName(static_cast<log::Component>(i)));
+  }
+  return names;
+}
+
+const EnumNames<LcoreMode> kLcoreModes = {{"eal", LcoreMode::kEal}, {"manual", LcoreMode::kManual}};
+const EnumNames<FabricProvider> kProviders = {{"auto", FabricProvider::kAuto},
+                                              {"verbs", FabricProvider::kVerbs},
+                                              {"soft", FabricProvider::kSoft}};
+const EnumNames<DirectMode> kDirectModes = {
+    {"auto", DirectMode::kAuto}, {"off", DirectMode::kOff}, {"force", DirectMode::kForce}};
+
+std::string alreadyAt(std::string_view what, std::string_view where) {
+  return std::string(what) + " (already given at " + std::string(where) + ")";
+}
+
+// ---- eal ------------------------------------------------------------------------------
+
+void readEal(MapReader& m, EalConfig* e) {
+  m.choice("mode", &e->mode, kLcoreModes);
+  m.integer("memory_mb", &e->memory_mb, 16, 1048576);
+  m.boolean("no_huge", &e->no_huge);
+  m.boolean("no_pci", &e->no_pci);
+  m.boolean("no_shconf", &e->no_shconf);
+  m.text("file_prefix", &e->file_prefix, kFilePrefix);
+  m.stringList("extra_args", &e->extra_args, "non-empty EAL arguments",
+               [](std::string_view arg, size_t) -> std::string {
+                 return arg.empty() ? "expected a non-empty EAL argument, got ''" : "";
+               });
+}
+
+// ---- fabric -----------------------------------------------------------------------------
+
+void readSoftDevice(MapReader& m, SoftDevice& d, std::map<std::string, std::string>* names) {
+  m.require("name");
+  m.text("name", &d.name, kDeviceName);
+  if (m.parsing() && m.has("name")) {
+    auto [it, fresh] = names->emplace(d.name, m.pathOf("name"));
+    if (!fresh)
+      m.fail("name", alreadyAt("duplicate soft device name '" + d.name + "'", it->second));
+  }
+  m.integer("numa_node", &d.numa_node, 0, kMaxNumaNode);
+  m.text("pci", &d.pci, kPci);
+  m.real("link_gbps", &d.link_gbps, 0, kMaxLinkGbps);
+  m.integer("latency_ns", &d.latency_ns, 0, kMaxLatencyNs);
+}
+
+void readSoft(MapReader& m, SoftFabricConfig* s) {
+  std::map<std::string, std::string> names;
+  m.mapList<SoftDevice>("devices", &s->devices, [&](MapReader& item, SoftDevice& d, size_t) {
+    readSoftDevice(item, d, &names);
+  });
+  m.real("default_link_gbps", &s->default_link_gbps, 0, kMaxLinkGbps);
+  m.integer("default_latency_ns", &s->default_latency_ns, 0, kMaxLatencyNs);
+  m.integer("peer_dead_timeout_ms", &s->peer_dead_timeout_ms, 1, kMaxLinkTimeoutMs);
+  m.integer("max_mrs", &s->max_mrs, 1, 1 << 20);
+  m.text("shm_dir", &s->shm_dir, kAbsolutePath);
+}
+
+void readVerbs(MapReader& m, VerbsFabricConfig* v) {
+  std::map<std::string, std::string> names;
+  m.stringList(
+      "devices", &v->devices, "device names", [&](std::string_view name, size_t i) -> std::string {
+        if (!validDeviceName(name)) {
+          return "expected " + std::string(kDeviceName.expected) + ", got '" + std::string(name) +
+                 "'";
+        }
+        const std::string here = m.pathOf("devices") + "[" + std::to_string(i) + "]";
+        auto [it, fresh] = names.emplace(name, here);
+        return fresh ? "" : alreadyAt("duplicate device '" + std::string(name) + "'", it->second);
+      });
+  m.integer("port", &v->port, 1, 255);
+  m.integer("gid_index", &v->gid_index, -1, 255);
+  m.integerChoice("mtu", &v->mtu, {256, 512, 1024, 2048, 4096});
+  m.integer("timeout", &v->timeout, 0, 31);
+  m.integer("retry_cnt", &v->retry_cnt, 0, 7);
+  m.integer("rnr_retry", &v->rnr_retry, 0, 7);
+  m.integer("max_rd_atomic", &v->max_rd_atomic, 1, 255);
+}
+
+void readFabric(MapReader& m, FabricConfig* f) {
+  m.choice("provider", &f->provider, kProviders);
+  m.section("soft", [&](MapReader& s) { readSoft(s, &f->soft); });
+  m.section("verbs", [&](MapReader& s) { readVerbs(s, &f->verbs); });
+}
+
+// Device names a rail poller may name; empty when the config does not pin them
+// down (provider auto, or a provider that discovers every device).
+std::vector<std::string> listedDevices(const FabricConfig& f) {
+  std::vector<std::string> names;
+  if (f.provider == FabricProvider::kSoft) {
+    for (const SoftDevice& d : f.soft.devices) names.push_back(d.name);
+  } else if (f.provider == FabricProvider::kVerbs) {
+    names = f.verbs.devices;
+  }
+  return names;
+}
+
+// ---- lcores -----------------------------------------------------------------------------
+
+// What the lcores seen so far have claimed, for checks across lcores.
+struct LcoreScan {
+  std::vector<std::string> devices;          // rail devices must be among these (if any)
+  std::map<int, std::string> cpus;           // pinned CPU -> path of the lcore
+  std::map<std::string, std::string> rails;  // rail device ("*" too) -> path of its poller
+  bool background = false;
+};
+
+void readIdle(MapReader& m, IdlePolicy* p) {
+  m.integer("spin_polls", &p->spin_polls, 0, kMaxIdlePolls);
+  m.integer("pause_polls", &p->pause_polls, 0, kMaxIdlePolls);
+  m.integer("sleep_min_us", &p->sleep_min_us, 1, kMaxSleepUs);
+  m.integer("sleep_max_us", &p->sleep_max_us, 1, kMaxSleepUs);
+  if (p->sleep_min_us > p->sleep_max_us) {
+    m.fail("sleep_min_us", "must not exceed sleep_max_us (" + std::to_string(p->sleep_max_us) +
+                               "), got " + std::to_string(p->sleep_min_us));
+  }
+}
+
+std::string checkPoller(std::string_view text, const std::string& here, LcoreScan* scan) {
+  Result<PollerSpec> spec = parsePollerSpec(text);
+  if (!spec.ok()) return spec.status().message();
+  if (spec->kind == PollerKind::kBackground) {
+    scan->background = true;
+    return "";
+  }
+  const std::string& dev = spec->device;
+  if (dev != "*" && !scan->devices.empty() &&
+      std::find(scan->devices.begin(), scan->devices.end(), dev) == scan->devices.end()) {
+    std::vector<std::string_view> known(scan->devices.begin(), scan->devices.end());
+    return "rail device '" + dev + "' is not one of the fabric's devices: " + joinNames(known);
+  }
+  auto [it, fresh] = scan->rails.emplace(dev, here);
+  return fresh ? ""
+               : alreadyAt("rail:" + dev + " is given twice; each rail poller runs on one lcore",
+                           it->second);
+}
+
+void readLcore(MapReader& m, LcoreSpec& l, LcoreScan* scan) {
+  m.integer("cpu", &l.cpu, -1, kMaxCpu);
+  if (m.parsing() && m.has("cpu") && l.cpu >= 0) {
+    auto [it, fresh] = scan->cpus.emplace(l.cpu, m.path());
+    if (!fresh)
+      m.fail("cpu", alreadyAt("CPU " + std::to_string(l.cpu) + " is pinned twice", it->second));
+  }
+  std::vector<std::string> texts;
+  for (const PollerSpec& p : l.pollers) texts.push_back(toString(p));
+  m.require("pollers");
+  m.stringList("pollers", &texts, "poller specs (background, rail:*, rail:<device>)",
+               [&](std::string_view text, size_t j) {
+                 return checkPoller(text, m.pathOf("pollers") + "[" + std::to_string(j) + "]",
+                                    scan);
+               });
+  if (m.parsing() && m.has("pollers") && texts.empty()) {
+    m.fail("pollers", "expected at least one poller, got an empty list");
+  }
+  l.pollers.clear();
+  for (const std::string& t : texts) {
+    Result<PollerSpec> spec = parsePollerSpec(t);
+    if (spec.ok()) l.pollers.push_back(*spec);
+  }
+  m.section("idle", [&](MapReader& s) { readIdle(s, &l.idle); });
+}
+
+void readLcores(MapReader& top, std::vector<LcoreSpec>* lcores, const FabricConfig& fabric) {
+  LcoreScan scan;
+  scan.devices = listedDevices(fabric);
+  top.mapList<LcoreSpec>("lcores", lcores,
+                         [&](MapReader& item, LcoreSpec& l, size_t) { readLcore(item, l, &scan); });
+  if (!top.parsing() || !top.has("lcores")) return;
+  if (lcores->empty()) return top.fail("lcores", "expected at least one lcore, got an empty list");
+  if (!scan.background) {
+    top.fail("lcores", "no lcore runs a 'background' poller; at least one is required");
+  }
+}
+
+// ---- engine ---------------------------------------------------------------------------------
+
+void readWorkers(MapReader& m, WorkerConfig* w) {
+  m.integer("block_size", &w->block_size, 4096, int64_t{1} << 30);
+  m.powerOfTwo("ring_size", &w->ring_size, 64, 1 << 20);
+  m.integer("burst", &w->burst, 1, 1024);
+  m.integer("qps_per_endpoint", &w->qps_per_endpoint, 1, 64);
+  m.integer("qp_depth", &w->qp_depth, 1, 32768);
+  m.integer("cq_depth", &w->cq_depth, 1, 1 << 22);
+  m.integer("slice_pool", &w->slice_pool, 1, 1 << 24);
+  m.integer("max_batch_capacity", &w->max_batch_capacity, 1, 1 << 24);
+  m.integer("max_slice_retries", &w->max_slice_retries, 0, 16);
+  m.integer("device_error_threshold", &w->device_error_threshold, 1, 1 << 20);
+  m.integer("device_pause_ms", &w->device_pause_ms, 0, kMaxTimeoutMs);
+  m.integer("slice_timeout_ms", &w->slice_timeout_ms, 1, kMaxTimeoutMs);
+  m.integer("post_batch", &w->post_batch, 1, 1024);
+  if (w->burst > w->ring_size) {
+    m.fail("burst", "must not exceed ring_size (" + std::to_string(w->ring_size) + "), got " +
+                        std::to_string(w->burst));
+  }
+  const uint64_t one_endpoint = uint64_t{w->qp_depth} * w->qps_per_endpoint;
+  if (w->cq_depth < one_endpoint) {
+    m.fail("cq_depth",
+           "must be at least qp_depth x qps_per_endpoint (" + std::to_string(one_endpoint) +
+               ") so one endpoint cannot overflow it, got " + std::to_string(w->cq_depth));
+  }
+}
+
+void readDirect(MapReader& m, DirectConfig* d) {
+  m.choice("mode", &d->mode, kDirectModes);
+  m.integer("max_bytes", &d->max_bytes, 0, kMaxDirectBytes);
+  m.integer("qp_depth", &d->qp_depth, 1, 64);
+  m.integer("cq_depth", &d->cq_depth, 1, 1 << 20);
+  m.integer("timeout_ms", &d->timeout_ms, 1, kMaxTimeoutMs);
+  m.boolean("create_qp", &d->create_qp);
+  m.boolean("poll_by_rail", &d->poll_by_rail);
+  if (d->cq_depth < d->qp_depth) {
+    m.fail("cq_depth", "must be at least qp_depth (" + std::to_string(d->qp_depth) + "), got " +
+                           std::to_string(d->cq_depth));
+  }
+}
+
+void readBootstrap(MapReader& m, BootstrapConfig* b) {
+  m.text("listen", &b->listen, kHostPort);
+  m.text("advertise_host", &b->advertise_host, kAdvertiseHost);
+  m.integer("connect_timeout_ms", &b->connect_timeout_ms, 1, kMaxLinkTimeoutMs);
+  m.integer("io_timeout_ms", &b->io_timeout_ms, 1, kMaxLinkTimeoutMs);
+  m.integer("descriptor_refresh_ms", &b->descriptor_refresh_ms, 0, kMaxLinkTimeoutMs);
+}
+
+void readTimeouts(MapReader& m, TimeoutConfig* t) {
+  m.integer("endpoint_destroy_ms", &t->endpoint_destroy_ms, 0, kMaxLinkTimeoutMs);
+}
+
+void readLog(MapReader& m, LogConfig* l) {
+  m.textChoice("level", &l->level, kLevelNames);
+  m.stringMap("components", &l->components, componentNames(), kLevelNames);
+}
+
+}  // namespace
+
+void readConfig(MapReader& top, Config* c) {
+  // Fabric before lcores: rail pollers are checked against the listed devices.
+  top.section("eal", [&](MapReader& m) { readEal(m, &c->eal); });
+  top.section("fabric", [&](MapReader& m) { readFabric(m, &c->fabric); });
+  top.section("topology",
+              [&](MapReader& m) { m.text("xml_file", &c->topology.xml_file, kPathOrEmpty); });
+  readLcores(top, &c->lcores, c->fabric);
+  top.section("workers", [&](MapReader& m) { readWorkers(m, &c->workers); });
+  top.section("direct", [&](MapReader& m) { readDirect(m, &c->direct); });
+  top.section("bootstrap", [&](MapReader& m) { readBootstrap(m, &c->bootstrap); });
+  top.section("timeouts", [&](MapReader& m) { readTimeouts(m, &c->timeouts); });
+  top.section("log", [&](MapReader& m) { readLog(m, &c->log); });
+}
+
+}  // namespace tent::config::detail
+
+namespace tent::config {
+
+Result<PollerSpec> parsePollerSpec(std::string_view text) {
+  constexpr std::string_view kRailPrefix = "rail:";
+  if (text == "background") return PollerSpec{PollerKind::kBackground, ""};
+  if (text.substr(0, kRailPrefix.size()) == kRailPrefix) {
+    const std::string_view device = text.substr(kRailPrefix.size());
+    if (device == "*" || detail::validDeviceName(device)) {
+      return PollerSpec{PollerKind::kRail, std::string(device)};
+    }
+  }
+  return Status::InvalidArgument("expected background, rail:* or rail:<device>, got '" +
+                                 std::string(text) + "'");
+}
+
+std::string toString(const PollerSpec& p) {
+  if (p.kind == PollerKind::kBackground) return "background";
+  return "rail:" + p.device;
+}
+
+}  // namespace tent::config

@@ -1,0 +1,420 @@
+// Bad input: every kind of error and the exact pieces of its message —
+// "<file>:<line>: <key path>: <what is allowed / what is wrong>".
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+#include "config/config.h"
+#include "config_test_util.h"
+
+namespace tent::config {
+namespace {
+
+using testing::parseError;
+
+struct BadCase {
+  const char* what;
+  const char* yaml;
+  int line;
+  const char* path;                 // "" for errors about the whole document
+  std::vector<std::string> pieces;  // each must appear after "tent.yaml:<line>: <path>: "
+};
+
+void expectError(const BadCase& c) {
+  SCOPED_TRACE(c.what);
+  const Status s = parseError(c.yaml);
+  ASSERT_FALSE(s.ok()) << "accepted:\n" << c.yaml;
+  EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
+  std::string prefix = "tent.yaml:" + std::to_string(c.line) + ": ";
+  if (*c.path != '\0') prefix += std::string(c.path) + ": ";
+  ASSERT_EQ(s.message().substr(0, prefix.size()), prefix) << s.message();
+  for (const std::string& piece : c.pieces) {
+    EXPECT_NE(s.message().find(piece, prefix.size()), std::string::npos)
+        << "missing '" << piece << "' in: " << s.message();
+  }
+}
+
+TEST(ConfigErrors, TheBriefsExampleMessageExactly) {
+  const Status s = parseError("eal:\n  memory_mb: 64\nworkers:\n  block_size: big\n");
+  EXPECT_EQ(
+      s.message(),
+      "tent.yaml:4: workers.block_size: expected an integer in [4096, 1073741824], got 'big'");
+}
+
+TEST(ConfigErrors, MalformedYamlGivesYamlCppsLine) {
+  expectError({"unclosed flow list", "workers:\n  burst: 4\neal: [\n", 4, "", {"malformed YAML"}});
+  expectError({"bad indentation", "workers:\n  burst: 4\n bad: 1\n", 3, "", {"malformed YAML"}});
+  expectError({"tab indentation", "workers:\n\tburst: 4\n", 2, "", {"malformed YAML"}});
+}
+
+TEST(ConfigErrors, DocumentShape) {
+  expectError({"list at the top",
+               "- a\n- b\n",
+               1,
+               "",
+               {"expected a map with keys eal, fabric", "log", "got a list"}});
+  expectError({"scalar at the top", "hello\n", 1, "", {"expected a map", "got 'hello'"}});
+  expectError({"two documents",
+               "workers: {}\n---\nlog: {}\n",
+               3,
+               "",
+               {"expected one YAML document, found 2"}});
+  expectError({"duplicate key",
+               "eal:\n  no_pci: true\n  no_pci: false\n",
+               3,
+               "eal.no_pci",
+               {"duplicate key", "line 2"}});
+  expectError({"non-scalar key", "eal:\n  ? [a]\n  : 1\n", 2, "eal", {"plain names", "a list"}});
+}
+
+TEST(ConfigErrors, UnknownKeysListWhatIsAllowedThere) {
+  expectError({"top level",
+               "workerz: {}\n",
+               1,
+               "workerz",
+               {"unknown key",
+                "allowed top-level keys: eal, fabric, topology, lcores, workers, "
+                "direct, bootstrap, timeouts, log"}});
+  expectError({"nested",
+               "fabric:\n  soft:\n    max_mr: 4\n",
+               3,
+               "fabric.soft.max_mr",
+               {"unknown key", "keys of fabric.soft:", "devices", "max_mrs", "shm_dir"}});
+  expectError({"in a list item",
+               "lcores:\n  - pollers: [background]\n    cores: 2\n",
+               3,
+               "lcores[0].cores",
+               {"unknown key", "keys of lcores[0]: cpu, pollers, idle"}});
+  expectError({"log component",
+               "log:\n  components: {engin: info}\n",
+               2,
+               "log.components.engin",
+               {"unknown key", "common, config", "engine", "direct"}});
+}
+
+TEST(ConfigErrors, WrongTypes) {
+  expectError({"map for an integer",
+               "workers:\n  burst: {a: 1}\n",
+               2,
+               "workers.burst",
+               {"expected an integer in [1, 1024]", "got a map"}});
+  expectError({"list for a string",
+               "bootstrap:\n  listen: [a]\n",
+               2,
+               "bootstrap.listen",
+               {"expected host:port", "got a list"}});
+  expectError({"yes is not a boolean",
+               "eal:\n  no_huge: yes\n",
+               2,
+               "eal.no_huge",
+               {"expected true or false, got 'yes'"}});
+  expectError({"no value",
+               "workers:\n  block_size:\n",
+               2,
+               "workers.block_size",
+               {"expected an integer", "got nothing"}});
+  expectError(
+      {"float for an integer", "workers:\n  burst: 1.5\n", 2, "workers.burst", {"got '1.5'"}});
+  expectError({"number text",
+               "fabric:\n  soft:\n    default_link_gbps: fast\n",
+               3,
+               "fabric.soft.default_link_gbps",
+               {"expected a number in [0, 100000]", "got 'fast'"}});
+  expectError({"scalar for a section",
+               "workers: 5\n",
+               1,
+               "workers",
+               {"expected a map with keys block_size, ring_size", "got '5'"}});
+  expectError({"scalar for a list",
+               "eal:\n  extra_args: --foo\n",
+               2,
+               "eal.extra_args",
+               {"expected a list of", "got '--foo'"}});
+  expectError({"map in a string list",
+               "eal:\n  extra_args: [{a: 1}]\n",
+               2,
+               "eal.extra_args[0]",
+               {"got a map"}});
+  expectError({"list of maps given a map",
+               "lcores: {cpu: 1}\n",
+               1,
+               "lcores",
+               {"expected a list of maps", "got a map"}});
+}
+
+TEST(ConfigErrors, OutOfRange) {
+  expectError({"below",
+               "workers:\n  block_size: 4095\n",
+               2,
+               "workers.block_size",
+               {"expected an integer in [4096, 1073741824], got '4095'"}});
+  expectError({"above",
+               "workers:\n  block_size: 1073741825\n",
+               2,
+               "workers.block_size",
+               {"got '1073741825'"}});
+  expectError({"negative for unsigned",
+               "direct:\n  timeout_ms: -1\n",
+               2,
+               "direct.timeout_ms",
+               {"expected an integer in [1, 3600000], got '-1'"}});
+  expectError({"beyond int64",
+               "direct:\n  max_bytes: 99999999999999999999999\n",
+               2,
+               "direct.max_bytes",
+               {"[0, 1099511627776]"}});
+  expectError({"cpu",
+               "lcores:\n  - {cpu: -2, pollers: [background]}\n",
+               2,
+               "lcores[0].cpu",
+               {"expected an integer in [-1, 4095], got '-2'"}});
+  expectError({"verbs retry",
+               "fabric:\n  verbs:\n    retry_cnt: 8\n",
+               3,
+               "fabric.verbs.retry_cnt",
+               {"[0, 7]"}});
+  expectError({"verbs mtu",
+               "fabric:\n  verbs:\n    mtu: 1000\n",
+               3,
+               "fabric.verbs.mtu",
+               {"expected one of 256, 512, 1024, 2048, 4096, got '1000'"}});
+  expectError({"link",
+               "fabric:\n  soft:\n    devices: [{name: s, link_gbps: -1}]\n",
+               3,
+               "fabric.soft.devices[0].link_gbps",
+               {"[0, 100000]", "got '-1'"}});
+}
+
+TEST(ConfigErrors, DirectQpDepthIsOneToSixtyFour) {
+  expectError({"zero",
+               "direct:\n  qp_depth: 0\n",
+               2,
+               "direct.qp_depth",
+               {"expected an integer in [1, 64], got '0'"}});
+  expectError({"65", "direct:\n  qp_depth: 65\n", 2, "direct.qp_depth", {"got '65'"}});
+  EXPECT_TRUE(parseError("direct:\n  qp_depth: 64\n  cq_depth: 64\n").ok());
+}
+
+TEST(ConfigErrors, BadEnumValuesListTheAllowedOnes) {
+  expectError({"provider",
+               "fabric:\n  provider: rdma\n",
+               2,
+               "fabric.provider",
+               {"expected one of auto, verbs, soft, got 'rdma'"}});
+  expectError({"direct mode",
+               "direct:\n  mode: on\n",
+               2,
+               "direct.mode",
+               {"expected one of auto, off, force, got 'on'"}});
+  expectError({"lcore mode",
+               "eal:\n  mode: threads\n",
+               2,
+               "eal.mode",
+               {"expected one of eal, manual, got 'threads'"}});
+  expectError({"log level",
+               "log:\n  level: loud\n",
+               2,
+               "log.level",
+               {"expected one of trace, debug, info, warn, error, off, got 'loud'"}});
+  expectError({"component level",
+               "log:\n  components:\n    engine: verbose\n",
+               3,
+               "log.components.engine",
+               {"expected one of trace, debug", "got 'verbose'"}});
+}
+
+TEST(ConfigErrors, RingSizesArePowersOfTwo) {
+  expectError({"not a power",
+               "workers:\n  ring_size: 1000\n",
+               2,
+               "workers.ring_size",
+               {"expected a power of two in [64, 1048576], got '1000'"}});
+  expectError({"too small", "workers:\n  ring_size: 32\n", 2, "workers.ring_size", {"got '32'"}});
+  EXPECT_TRUE(parseError("workers:\n  ring_size: 1024\n").ok());
+}
+
+TEST(ConfigErrors, BadPollerSpecs) {
+  const char* allowed = "expected background, rail:* or rail:<device>";
+  expectError({"bare rail",
+               "lcores:\n  - pollers: [background, rail]\n",
+               2,
+               "lcores[0].pollers[1]",
+               {allowed, "got 'rail'"}});
+  expectError({"empty device",
+               "lcores:\n  - pollers: [\"rail:\", background]\n",
+               2,
+               "lcores[0].pollers[0]",
+               {allowed, "got 'rail:'"}});
+  expectError({"typo",
+               "lcores:\n  - pollers: [backgrund]\n",
+               2,
+               "lcores[0].pollers[0]",
+               {"got 'backgrund'"}});
+  expectError({"item line",
+               "lcores:\n  - pollers:\n      - background\n      - rail:a b\n",
+               4,
+               "lcores[0].pollers[1]",
+               {"got 'rail:a b'"}});
+  expectError({"empty pollers",
+               "lcores:\n  - {cpu: 1, pollers: []}\n  - pollers: [background]\n",
+               2,
+               "lcores[0].pollers",
+               {"at least one poller"}});
+  expectError({"pollers missing",
+               "lcores:\n  - cpu: 1\n",
+               2,
+               "lcores[0].pollers",
+               {"required key is missing"}});
+}
+
+TEST(ConfigErrors, LcorePlacementAcrossLcores) {
+  expectError({"empty list", "lcores: []\n", 1, "lcores", {"at least one lcore"}});
+  expectError({"no background",
+               "lcores:\n  - pollers: [\"rail:*\"]\n",
+               2,
+               "lcores",
+               {"no lcore runs a 'background' poller"}});
+  expectError(
+      {"same cpu twice",
+       "lcores:\n  - {cpu: 3, pollers: [background]}\n  - {cpu: 3, pollers: [background]}\n",
+       3,
+       "lcores[1].cpu",
+       {"CPU 3 is pinned twice", "lcores[0]"}});
+  expectError({"rail twice",
+               "lcores:\n  - pollers: [\"rail:*\", background]\n  - pollers: [\"rail:*\"]\n",
+               3,
+               "lcores[1].pollers[0]",
+               {"rail:* is given twice", "lcores[0].pollers[0]"}});
+  expectError({"rail of an unlisted device",
+               "fabric:\n  provider: soft\n  soft:\n    devices: [{name: soft0}, {name: soft1}]\n"
+               "lcores:\n  - pollers: [background, \"rail:soft2\"]\n",
+               6,
+               "lcores[0].pollers[1]",
+               {"'soft2' is not one of", "soft0, soft1"}});
+  // Two unpinned lcores are fine, and so is any rail name when devices are discovered.
+  EXPECT_TRUE(parseError("lcores:\n  - pollers: [background]\n  - pollers: [background, "
+                         "\"rail:mlx5_9\"]\n")
+                  .ok());
+}
+
+TEST(ConfigErrors, SoftDevices) {
+  expectError({"duplicate name",
+               "fabric:\n  soft:\n    devices:\n      - name: soft0\n      - name: soft1\n"
+               "      - name: soft0\n",
+               6,
+               "fabric.soft.devices[2].name",
+               {"duplicate soft device name 'soft0'", "fabric.soft.devices[0].name"}});
+  expectError({"name missing",
+               "fabric:\n  soft:\n    devices:\n      - numa_node: 1\n",
+               4,
+               "fabric.soft.devices[0].name",
+               {"required key is missing"}});
+  expectError({"bad name",
+               "fabric:\n  soft:\n    devices: [{name: \"a/b\"}]\n",
+               3,
+               "fabric.soft.devices[0].name",
+               {"a device name of letters", "got 'a/b'"}});
+  expectError({"bad pci",
+               "fabric:\n  soft:\n    devices: [{name: s, pci: \"3b:00.8\"}]\n",
+               3,
+               "fabric.soft.devices[0].pci",
+               {"a PCI address such as 0000:3b:00.0", "got '3b:00.8'"}});
+  expectError({"item not a map",
+               "fabric:\n  soft:\n    devices: [soft0]\n",
+               3,
+               "fabric.soft.devices[0]",
+               {"expected a map with keys name, numa_node", "got 'soft0'"}});
+  expectError({"duplicate verbs device",
+               "fabric:\n  verbs:\n    devices: [mlx5_0, mlx5_0]\n",
+               3,
+               "fabric.verbs.devices[1]",
+               {"duplicate device 'mlx5_0'", "fabric.verbs.devices[0]"}});
+}
+
+TEST(ConfigErrors, BootstrapListenIsHostColonPort) {
+  const char* allowed = "expected host:port with a port in [0, 65535]";
+  for (const char* listen : {"127.0.0.1", "127.0.0.1:", ":80", "host:70000", "host:-1", "::1:80",
+                             "h st:1", "host:80x"}) {
+    const std::string yaml = "bootstrap:\n  listen: \"" + std::string(listen) + "\"\n";
+    expectError({listen,
+                 yaml.c_str(),
+                 2,
+                 "bootstrap.listen",
+                 {allowed, "got '" + std::string(listen) + "'"}});
+  }
+  for (const char* listen : {"127.0.0.1:0", "0.0.0.0:65535", "node-7.example:17800", "[::1]:0"}) {
+    EXPECT_TRUE(parseError("bootstrap:\n  listen: \"" + std::string(listen) + "\"\n").ok())
+        << listen;
+  }
+  expectError({"wildcard advertise",
+               "bootstrap:\n  advertise_host: 0.0.0.0\n",
+               2,
+               "bootstrap.advertise_host",
+               {"not a wildcard", "got '0.0.0.0'"}});
+}
+
+TEST(ConfigErrors, CrossFieldChecks) {
+  expectError({"sleep bounds",
+               "lcores:\n  - pollers: [background]\n    idle:\n      sleep_min_us: 200\n"
+               "      sleep_max_us: 100\n",
+               4,
+               "lcores[0].idle.sleep_min_us",
+               {"must not exceed sleep_max_us (100), got 200"}});
+  expectError({"sleep min above the default max",
+               "lcores:\n  - pollers: [background]\n    idle: {sleep_min_us: 101}\n",
+               3,
+               "lcores[0].idle.sleep_min_us",
+               {"sleep_max_us (100)"}});
+  expectError({"direct cq below qp",
+               "direct:\n  qp_depth: 8\n  cq_depth: 4\n",
+               3,
+               "direct.cq_depth",
+               {"at least qp_depth (8), got 4"}});
+  expectError({"worker cq too small",
+               "workers:\n  qp_depth: 512\n  cq_depth: 1000\n",
+               3,
+               "workers.cq_depth",
+               {"qp_depth x qps_per_endpoint (1024)", "got 1000"}});
+  expectError({"burst above ring",
+               "workers:\n  ring_size: 64\n  burst: 128\n",
+               3,
+               "workers.burst",
+               {"must not exceed ring_size (64), got 128"}});
+}
+
+TEST(ConfigErrors, OtherStringRules) {
+  expectError({"file prefix", "eal:\n  file_prefix: a/b\n", 2, "eal.file_prefix", {"got 'a/b'"}});
+  expectError({"empty EAL argument",
+               "eal:\n  extra_args: [--a, \"\"]\n",
+               2,
+               "eal.extra_args[1]",
+               {"non-empty EAL argument"}});
+  expectError({"relative shm dir",
+               "fabric:\n  soft:\n    shm_dir: shm\n",
+               3,
+               "fabric.soft.shm_dir",
+               {"expected an absolute path, got 'shm'"}});
+}
+
+TEST(ConfigErrors, LoadFileNamesTheFile) {
+  auto missing = loadFile("/nonexistent/dir/tent.yaml");
+  ASSERT_FALSE(missing.ok());
+  EXPECT_EQ(missing.status().code(), StatusCode::kNotFound);
+  EXPECT_NE(missing.status().message().find("/nonexistent/dir/tent.yaml"), std::string::npos);
+  auto dir = loadFile("/tmp");
+  ASSERT_FALSE(dir.ok());
+  EXPECT_EQ(dir.status().code(), StatusCode::kIoError);
+  EXPECT_NE(dir.status().message().find("not a regular file"), std::string::npos);
+}
+
+// One error per run: the first in the reference's key order (ring_size is read
+// before burst), whatever the order in the file.
+TEST(ConfigErrors, ReportsTheFirstErrorInKeyOrder) {
+  const Status s = parseError("workers:\n  burst: 0\n  ring_size: 3\n");
+  EXPECT_EQ(s.message(),
+            "tent.yaml:3: workers.ring_size: expected a power of two in [64, 1048576], got '3'");
+}
+
+}  // namespace
+}  // namespace tent::config
