@@ -47,6 +47,11 @@ class LcoreLoop {
   // The launched loop has returned (or was never launched).
   bool active() const noexcept { return active_.load(std::memory_order_seq_cst); }
 
+  // True on a thread that is running a pass of any loop (an lcore thread, or a
+  // manual runOnce() in progress): such a thread must not attach or detach, as
+  // it would wait for a quiescent point that only it can reach.
+  static bool inPass() noexcept;
+
   // ---- datapath ----
   // Manual mode: one pass, with accounting but without idle policy. Must not
   // run on two threads at once for the same loop.

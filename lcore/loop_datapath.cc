@@ -13,6 +13,8 @@ namespace {
 // lcore promptly even under a policy with long sleeps.
 constexpr uint32_t kSleepChunkUs = 200;
 
+thread_local bool t_in_pass = false;
+
 // Single writer (the lcore): a relaxed load+store, no locked instruction.
 inline void bump(std::atomic<uint64_t>& counter, uint64_t by) noexcept {
   counter.store(counter.load(std::memory_order_relaxed) + by, std::memory_order_relaxed);
@@ -37,17 +39,24 @@ void LcoreLoop::account_lc(bool busy, uint64_t cycles) noexcept {
   bump(busy ? busy_passes_ : idle_passes_, 1);
 }
 
+bool LcoreLoop::inPass() noexcept {
+  return t_in_pass;
+}
+
 size_t LcoreLoop::runOnce_lc() noexcept {
   active_.store(true, std::memory_order_seq_cst);
+  t_in_pass = true;
   const uint64_t start = rte_rdtsc();
   const size_t busy = pass_lc();
   account_lc(busy != 0, rte_rdtsc() - start);
+  t_in_pass = false;
   active_.store(false, std::memory_order_release);
   return busy;
 }
 
 void LcoreLoop::run_lc() noexcept {
   backoff_.onBusy();  // a relaunched loop starts spinning
+  t_in_pass = true;   // the whole loop: pollers run on this thread at any time
   uint64_t prev = rte_rdtsc();
   while (!stop_.load(std::memory_order_acquire)) {
     const bool busy = pass_lc() != 0;
@@ -61,6 +70,7 @@ void LcoreLoop::run_lc() noexcept {
     account_lc(busy, now - prev);
     prev = now;
   }
+  t_in_pass = false;
   active_.store(false, std::memory_order_release);
 }
 

@@ -42,7 +42,15 @@ const config::LcoreSpec& LoopRuntime::spec(size_t lcore) const {
   return kNoSuchLcore;
 }
 
+Status LoopRuntime::checkCaller(const char* what) const {
+  if (!LcoreLoop::inPass()) return Status::OK();
+  return Status::FailedPrecondition(std::string(what) +
+                                    " called from an lcore (inside a poller): only control "
+                                    "threads may attach or detach pollers");
+}
+
 Status LoopRuntime::attach(size_t lcore, Poller* poller) {
+  TENT_RETURN_IF_ERROR(checkCaller("attach"));
   TENT_RETURN_IF_ERROR(checkLcore(lcore));
   if (poller == nullptr) return Status::InvalidArgument("attach: poller is null");
   std::lock_guard lock(control_mu_);
@@ -57,6 +65,7 @@ Status LoopRuntime::attach(size_t lcore, Poller* poller) {
 }
 
 Status LoopRuntime::detach(size_t lcore, Poller* poller) {
+  TENT_RETURN_IF_ERROR(checkCaller("detach"));
   TENT_RETURN_IF_ERROR(checkLcore(lcore));
   if (poller == nullptr) return Status::InvalidArgument("detach: poller is null");
   std::lock_guard lock(control_mu_);

@@ -23,6 +23,7 @@ class LoopRuntime : public Runtime {
  protected:
   explicit LoopRuntime(std::vector<config::LcoreSpec> specs);
   Status checkLcore(size_t lcore) const;
+  Status checkCaller(const char* what) const;
 
   const std::vector<config::LcoreSpec> specs_;
   std::vector<std::unique_ptr<LcoreLoop>> loops_;

@@ -215,6 +215,16 @@ TEST(EalRuntime, AttachedPollerRunsAndDetachedNeverRunsAgain) {
   ASSERT_TRUE(rt->detach(0, &keep).ok());
 }
 
+TEST(EalRuntime, PollersMayNotAttachOrDetach) {
+  auto rt = acquireTwoLcores();
+  ASSERT_NE(rt, nullptr);
+  testing::SelfDetachingPoller p(*rt, 1);
+  ASSERT_TRUE(rt->attach(1, &p).ok());
+  ASSERT_TRUE(waitFor([&] { return p.tried(); }));
+  EXPECT_EQ(p.code(), StatusCode::kFailedPrecondition);
+  ASSERT_TRUE(rt->detach(1, &p).ok());
+}
+
 TEST(EalRuntime, BusyIdleAndSleepAccounting) {
   config::IdlePolicy idle;
   idle.spin_polls = 16;

@@ -109,6 +109,16 @@ TEST(ManualRuntime, AttachDetachErrors) {
   EXPECT_EQ(rt->detach(5, &p).code(), StatusCode::kOutOfRange);
 }
 
+TEST(ManualRuntime, PollersMayNotAttachOrDetach) {
+  auto rt = acquireManual(1);
+  testing::SelfDetachingPoller p(*rt, 0);
+  ASSERT_TRUE(rt->attach(0, &p).ok());
+  rt->runOnce(0);
+  ASSERT_TRUE(p.tried());
+  EXPECT_EQ(p.code(), StatusCode::kFailedPrecondition);
+  EXPECT_TRUE(rt->detach(0, &p).ok());  // from the control side it works
+}
+
 TEST(ManualRuntime, OutOfRangeQueriesAreHarmless) {
   auto rt = acquireManual(1);
   EXPECT_EQ(rt->runOnce(7), 0u);

@@ -7,6 +7,8 @@
 #include <string_view>
 
 #include "lcore/poller.h"
+#include "lcore/runtime.h"
+#include "tent/status.h"
 
 namespace tent::lcore::testing {
 
@@ -30,6 +32,28 @@ class CountingPoller final : public Poller {
   std::string name_;
   std::atomic<uint64_t> calls_{0};
   std::atomic<uint64_t> work_;
+};
+
+// Tries to detach itself from inside poll_lc() once, and keeps what it was told.
+class SelfDetachingPoller final : public Poller {
+ public:
+  explicit SelfDetachingPoller(Runtime& runtime, size_t lcore) : rt_(runtime), lcore_(lcore) {}
+  PollResult poll_lc() noexcept override {
+    if (!tried_.load(std::memory_order_relaxed)) {
+      code_ = rt_.detach(lcore_, this).code();
+      tried_.store(true, std::memory_order_release);
+    }
+    return PollResult::kIdle;
+  }
+  std::string_view name() const noexcept override { return "self-detaching"; }
+  bool tried() const noexcept { return tried_.load(std::memory_order_acquire); }
+  StatusCode code() const noexcept { return code_; }
+
+ private:
+  Runtime& rt_;
+  const size_t lcore_;
+  std::atomic<bool> tried_{false};
+  StatusCode code_ = StatusCode::kOk;
 };
 
 }  // namespace tent::lcore::testing
