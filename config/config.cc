@@ -200,6 +200,11 @@ std::string toYaml(const Config& config) {
   }
 }
 
+Status validate(const Config& config) {
+  // Writing and re-reading keeps one set of rules: the parser's.
+  return loadString(toYaml(config), config.source + " (as YAML)").status();
+}
+
 std::string_view toString(PollerKind k) noexcept {
   switch (k) {
     case PollerKind::kRail:

@@ -235,6 +235,10 @@ Result<PollerSpec> parsePollerSpec(std::string_view text);
 // The whole config as YAML that loadString() reads back to an equal Config
 // (every key written, defaults included).
 std::string toYaml(const Config& config);
+// Runs the parser's checks on a config built in code (ranges, enums, cross-field
+// rules), so it is held to the same rules as a file. Messages name the key path;
+// their line numbers refer to toYaml(config).
+Status validate(const Config& config);
 
 // One key the parser accepts: its full path ("workers.block_size"; keys of list
 // items as "lcores[].cpu"), what it allows, and its default as YAML text

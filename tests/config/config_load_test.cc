@@ -178,6 +178,25 @@ TEST(ConfigYaml, WritesEveryConfigSoThatItReadsBackEqual) {
   }
 }
 
+TEST(ConfigValidate, HoldsConfigsBuiltInCodeToTheSameRules) {
+  Config c = *defaults();
+  EXPECT_TRUE(validate(c).ok());
+  c.direct.qp_depth = 65;
+  Status s = validate(c);
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(s.message().find("direct.qp_depth: expected an integer in [1, 64], got '65'"),
+            std::string::npos)
+      << s.message();
+  c = *defaults();
+  c.lcores[0].pollers = {{PollerKind::kRail, "*"}};
+  s = validate(c);
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(s.message().find("no lcore runs a 'background' poller"), std::string::npos);
+  c = *defaults();
+  c.fabric.soft.devices = {{"soft0", 0, "", 0, 0}, {"soft0", 0, "", 0, 0}};
+  EXPECT_FALSE(validate(c).ok());
+}
+
 TEST(ConfigStrings, PollerSpecsRoundTrip) {
   for (const char* text : {"background", "rail:*", "rail:mlx5_0"}) {
     auto spec = parsePollerSpec(text);
