@@ -29,13 +29,16 @@ using LocationId = uint32_t;
 inline constexpr LocationId kAnyLocation = 0;  // "*"
 
 struct RankedDevices {
-  std::array<std::vector<uint32_t>, 3> rank;  // device indices, stable order (PCI address, then index)
-  int first_rank = -1;                        // first non-empty rank, -1 when no device at all
+  // Device indices, stable order (PCI address, then index).
+  std::array<std::vector<uint32_t>, 3> rank;
+  int first_rank = -1;  // first non-empty rank, -1 when no device at all
 };
 
 class RailMap {
  public:
   // Locations: "*", "cpu:N" for every NUMA node, "cuda:N" for every GPU.
+  // A device whose `pci` matches a topology RDMA device takes that device's NUMA node
+  // and PCIe path; a NUMA node named only by a device also gets its "cpu:N".
   static RailMap build(const std::vector<RailDevice>& devices, const Topology& topology);
 
   size_t deviceCount() const noexcept { return devices_.size(); }
@@ -56,8 +59,9 @@ class RailMap {
 
  private:
   std::vector<RailDevice> devices_;
-  std::vector<std::string> names_;
-  std::vector<RankedDevices> ranked_;
+  // A default-constructed map has the one location "*" with no device.
+  std::vector<std::string> names_{"*"};
+  std::vector<RankedDevices> ranked_ = std::vector<RankedDevices>(1);
   std::vector<std::vector<int>> device_cpus_;
 };
 
