@@ -1,0 +1,20 @@
+// tebench's three roles: target, sweep initiator and QoS initiator. Each
+// returns the process exit code (0 ok, 1 the run failed).
+#pragma once
+
+#include "perf/tebench/bench_engine.h"
+#include "perf/tebench/bench_options.h"
+
+namespace tent::bench {
+
+// Serves until SIGINT or SIGTERM (which the caller has blocked in every thread
+// before the engine started its own).
+int runTarget(const BenchOptions& options, BenchEngine& bench);
+
+// Threads x block size x batch size, doubling; one table row per case.
+int runSweep(const BenchOptions& options, BenchEngine& bench, const RemoteBuffer& remote);
+
+// Workload classes run together; class table, JSONL record, latency dump.
+int runQos(const BenchOptions& options, BenchEngine& bench, const RemoteBuffer& remote);
+
+}  // namespace tent::bench

@@ -1,0 +1,97 @@
+// One benchmark thread: a closed loop of transfers (optionally paced), warm-up,
+// then a barrier so every thread starts measuring together. Completion is
+// driven by polling getTransferStatus(), as latency-sensitive callers do.
+#pragma once
+
+#include <atomic>
+#include <barrier>
+#include <chrono>
+#include <cstdint>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "perf/tebench/bench_options.h"
+#include "perf/tebench/bench_stats.h"
+#include "tent/transfer_engine.h"
+
+namespace tent::bench {
+
+inline int64_t nowNs() noexcept {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(
+             std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
+// Aggregate pacing: at most one transfer per interval across every thread
+// that shares the pacer. A thread that finds its slot in the past issues at
+// once and moves the next slot to now + interval (no catch-up bursts).
+class Pacer {
+ public:
+  explicit Pacer(uint64_t interval_ns = 0) noexcept : interval_ns_(interval_ns) {}
+  void waitTurn() noexcept;
+
+ private:
+  const int64_t interval_ns_;
+  std::atomic<int64_t> next_ns_{0};
+};
+
+// What one thread does; fixed for the whole run.
+struct ThreadPlan {
+  uint32_t index = 0;       // global thread index (pattern seed)
+  uint32_t group = 0;       // class index (QoS) or 0
+  uint64_t block_size = 0;  // bytes per request
+  uint32_t batch_size = 1;  // requests per transfer
+  char* local = nullptr;    // this thread's region: block_size * batch_size bytes
+  SegmentId segment = 0;
+  uint64_t remote_addr = 0;  // the same-sized region in the target's buffer
+  OpType op = OpType::kRead;
+  bool check = false;
+  IntentType intent = IntentType::UNSPEC;
+  uint64_t deadline_us = 0;
+};
+
+// Called once, by the last thread to reach the start barrier, before any
+// thread measures: records the engine counters and fixes the end of the window.
+struct StartMark {
+  struct Run* run;
+  void operator()() noexcept;
+};
+
+// State shared by the threads of one run (one sweep case, or one QoS run).
+struct Run {
+  Run(TransferEngine* engine, const BenchOptions& options, uint32_t threads);
+
+  TransferEngine* engine;
+  PollMode poll_mode;
+  int64_t transfer_timeout_ns;
+  int64_t duration_ns;
+  int64_t warmup_end_ns = 0;
+  std::atomic<int64_t> measure_end_ns{0};
+  std::atomic<bool> abort{false};
+  Pacer pacer;
+  std::barrier<StartMark> start_barrier;
+  EngineStats stats_at_start;  // written by StartMark
+
+  std::mutex error_mu;  // slow path: first error only
+  std::string first_error;
+  void fail(const std::string& message);
+};
+
+struct ThreadResult {
+  LatencyLog samples;  // transfer durations (ns) of the measured window
+  uint64_t failed = 0;
+  uint64_t mismatches = 0;
+  double elapsed_s = 0;
+  std::atomic<uint64_t> completed{0};  // read by the progress printer
+};
+
+// The whole life of one benchmark thread.
+void runBenchThread(const ThreadPlan& plan, Run* run, ThreadResult* out);
+
+// Verification pattern helpers (exposed for tests).
+void fillPattern(char* data, uint64_t length, uint64_t seed) noexcept;
+// Index of the first byte that differs from the pattern, or -1.
+int64_t firstPatternMismatch(const char* data, uint64_t length, uint64_t seed) noexcept;
+
+}  // namespace tent::bench

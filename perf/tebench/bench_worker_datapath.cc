@@ -1,0 +1,175 @@
+// The measured loop of a benchmark thread. Nothing here allocates per
+// transfer except the engine's own batch; errors take a slow path that
+// records the first message and counts the failure.
+#include <cstring>
+#include <string>
+#include <thread>
+
+#include "perf/tebench/bench_worker.h"
+
+namespace tent::bench {
+namespace {
+
+// Local copy of the state names: this file links without the engine library
+// (tests drive it with a fake engine).
+const char* stateName(TransferState s) noexcept {
+  switch (s) {
+    case TransferState::INITIAL:
+      return "INITIAL";
+    case TransferState::PENDING:
+      return "PENDING";
+    case TransferState::INVALID:
+      return "INVALID";
+    case TransferState::CANCELED:
+      return "CANCELED";
+    case TransferState::COMPLETED:
+      return "COMPLETED";
+    case TransferState::TIMEOUT:
+      return "TIMEOUT";
+    case TransferState::FAILED:
+      return "FAILED";
+  }
+  return "UNKNOWN";
+}
+
+class TransferLoop {
+ public:
+  TransferLoop(const ThreadPlan& plan, Run* run) : plan_(plan), run_(run) {
+    requests_.resize(plan.batch_size);
+    for (uint32_t j = 0; j < plan.batch_size; ++j) {
+      Request& r = requests_[j];
+      r.source = plan.local + uint64_t{j} * plan.block_size;
+      r.target_id = plan.segment;
+      r.target_offset = plan.remote_addr + uint64_t{j} * plan.block_size;
+      r.length = plan.block_size;
+      r.intent_type = plan.intent;
+    }
+  }
+
+  // One transfer (one batch). `record` is null during warm-up.
+  void once(ThreadResult* record) noexcept {
+    const OpCode op = nextOp();
+    prepare(op);
+    run_->pacer.waitTurn();
+    const int64_t t0 = nowNs();
+    const bool ok = transfer(op, t0);
+    const int64_t t1 = nowNs();
+    if (ok && plan_.check && op == OpCode::READ) verify(record);
+    if (record == nullptr) return;
+    if (ok) {
+      record->samples.record(static_cast<uint64_t>(t1 - t0));
+      record->completed.fetch_add(1, std::memory_order_relaxed);
+    } else {
+      ++record->failed;
+    }
+  }
+
+ private:
+  OpCode nextOp() noexcept {
+    ++iteration_;
+    switch (plan_.op) {
+      case OpType::kRead:
+        return OpCode::READ;
+      case OpType::kWrite:
+        return OpCode::WRITE;
+      case OpType::kMix:
+        break;
+    }
+    return (iteration_ % 2 == 1) ? OpCode::WRITE : OpCode::READ;
+  }
+
+  uint64_t regionBytes() const noexcept { return plan_.block_size * plan_.batch_size; }
+
+  // Outside the timed window: a fresh pattern before a WRITE, a cleared
+  // region before the READ that brings it back.
+  void prepare(OpCode op) noexcept {
+    if (!plan_.check) return;
+    if (op == OpCode::WRITE) {
+      seed_ = (uint64_t{plan_.index} << 40) ^ iteration_;
+      fillPattern(plan_.local, regionBytes(), seed_);
+    } else {
+      std::memset(plan_.local, 0, regionBytes());
+    }
+  }
+
+  void verify(ThreadResult* record) noexcept {
+    const int64_t at = firstPatternMismatch(plan_.local, regionBytes(), seed_);
+    if (at < 0) return;
+    if (record) ++record->mismatches;
+    slowFail("thread " + std::to_string(plan_.index) + ": byte " + std::to_string(at) +
+             " read back differs from the pattern written");
+  }
+
+  bool transfer(OpCode op, int64_t t0) noexcept {
+    auto batch = run_->engine->allocateBatch(plan_.batch_size);
+    if (!batch.ok()) {
+      slowFail("allocateBatch: " + batch.status().toString());
+      run_->abort.store(true);
+      return false;
+    }
+    for (Request& r : requests_) {
+      r.opcode = op;
+      r.deadline_ns = plan_.deadline_us ? static_cast<uint64_t>(t0) + plan_.deadline_us * 1000 : 0;
+    }
+    Status s = run_->engine->submitTransfer(*batch, requests_);
+    bool ok = s.ok();
+    if (!ok) slowFail("submitTransfer: " + s.toString());
+    for (size_t i = 0; ok && i < requests_.size(); ++i) ok = waitTask(*batch, i, t0);
+    (void)run_->engine->freeBatch(*batch);
+    return ok;
+  }
+
+  // Polls one task until it leaves PENDING; true when it COMPLETED.
+  bool waitTask(BatchId batch, size_t task, int64_t t0) noexcept {
+    for (uint64_t polls = 1;; ++polls) {
+      auto st = run_->engine->getTransferStatus(batch, task);
+      if (!st.ok()) {
+        slowFail("getTransferStatus: " + st.status().toString());
+        return false;
+      }
+      const TransferState state = st->state;
+      if (state == TransferState::COMPLETED) return true;
+      if (state != TransferState::PENDING && state != TransferState::INITIAL) {
+        slowFail(std::string("transfer ended ") + stateName(state));
+        return false;
+      }
+      if ((polls & 1023) == 0 && nowNs() - t0 > run_->transfer_timeout_ns) {
+        (void)run_->engine->cancelTransfer(batch, task);
+        slowFail("a transfer stayed pending longer than --transfer_timeout");
+        run_->abort.store(true);
+        return false;
+      }
+      if (run_->poll_mode == PollMode::kYield) std::this_thread::yield();
+    }
+  }
+
+  // Error path only (allocates the message).
+  void slowFail(const std::string& message) noexcept {
+    try {
+      run_->fail(message);
+    } catch (...) {  // out of memory while reporting: the count still says it failed
+    }
+  }
+
+  const ThreadPlan& plan_;
+  Run* run_;
+  std::vector<Request> requests_;
+  uint64_t iteration_ = 0;
+  uint64_t seed_ = 0;
+};
+
+}  // namespace
+
+void runBenchThread(const ThreadPlan& plan, Run* run, ThreadResult* out) {
+  TransferLoop loop(plan, run);
+  while (!run->abort.load(std::memory_order_relaxed) && nowNs() < run->warmup_end_ns) {
+    loop.once(nullptr);
+  }
+  run->start_barrier.arrive_and_wait();  // every thread arrives, even after an abort
+  const int64_t start = nowNs();
+  const int64_t end = run->measure_end_ns.load(std::memory_order_acquire);
+  while (!run->abort.load(std::memory_order_relaxed) && nowNs() < end) loop.once(out);
+  out->elapsed_s = static_cast<double>(nowNs() - start) / 1e9;
+}
+
+}  // namespace tent::bench
