@@ -99,3 +99,12 @@ TEST(VerbsHardware, LoopbackWriteAndReadMoveEveryByte) {
 
 }  // namespace
 }  // namespace tent::fabric
+
+// Exit 77 (meson's "skipped") when there is no device, after running the tests:
+// the no-device test still runs and still fails the binary if it fails.
+int main(int argc, char** argv) {
+  ::testing::InitGoogleTest(&argc, argv);
+  int rc = RUN_ALL_TESTS();
+  if (rc == 0 && tent::fabric::verbsDeviceCount() == 0) return 77;
+  return rc;
+}
