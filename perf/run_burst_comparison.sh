@@ -1,0 +1,142 @@
+#!/usr/bin/env bash
+# The RFC's foreground/background burst comparison on the soft fabric with a
+# modeled link: one tebench target, then three initiator runs of the same
+# workload that differ only in how the foreground class is tagged:
+#   baseline  intent unspec, no deadline  -> worker path
+#   direct    intent foreground_get       -> direct path
+#   deadline  intent unspec, deadline_us  -> direct path (the RFC's other signal)
+# then the RFC's metrics table (perf/scripts/compare.py) and the foreground
+# latency CDF (perf/scripts/plot_cdf.py). Builds nothing: scripts/main-job.sh
+# builds first and calls this.
+#
+# usage: perf/run_burst_comparison.sh [--build DIR] [--out DIR] [--full]
+#          [--duration S] [--warmup S] [--interval US] [--config FILE]
+#          [--capacity GBPS] [--fg-threads N] [--bg-threads N] [--deadline-us US]
+#   default: the workload scaled to a 2-core machine (see docs/perf/evaluation.md)
+#   --full:  the RFC's exact initiator commands (2 + 6 threads, 30 s each)
+set -euo pipefail
+top=$(cd "$(dirname "$0")/.." && pwd)
+
+build="$top/build"
+out=""
+config="$top/perf/configs/burst-soft-2rail.yaml"
+capacity=6.25     # GB/s: the config's two 25 Gb/s ports
+full=0
+duration=""
+warmup=""
+interval=0        # the RFC leaves it open; 0 = closed loop
+fg_threads=""
+bg_threads=""
+deadline_us=300   # the deadline variant: deadline = submit time + the foreground SLO
+slo_us=300
+
+die() { echo "run_burst_comparison: $*" >&2; exit 1; }
+need_value() { [ $# -ge 2 ] || die "$1 needs a value"; }
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --build) need_value "$@"; build=$2; shift 2 ;;
+    --out) need_value "$@"; out=$2; shift 2 ;;
+    --config) need_value "$@"; config=$2; shift 2 ;;
+    --capacity) need_value "$@"; capacity=$2; shift 2 ;;
+    --full) full=1; shift ;;
+    --duration) need_value "$@"; duration=$2; shift 2 ;;
+    --warmup) need_value "$@"; warmup=$2; shift 2 ;;
+    --interval) need_value "$@"; interval=$2; shift 2 ;;
+    --fg-threads) need_value "$@"; fg_threads=$2; shift 2 ;;
+    --bg-threads) need_value "$@"; bg_threads=$2; shift 2 ;;
+    --deadline-us) need_value "$@"; deadline_us=$2; shift 2 ;;
+    -h|--help) sed -n '2,19p' "$0"; exit 0 ;;
+    *) die "unknown argument '$1' (try --help)" ;;
+  esac
+done
+
+if [ "$full" = 1 ]; then
+  mode="full (the RFC's exact commands)"
+  : "${duration:=30}" "${warmup:=1}" "${fg_threads:=2}" "${bg_threads:=6}"
+else
+  mode="scaled to this machine"
+  : "${duration:=10}" "${warmup:=1}" "${fg_threads:=1}" "${bg_threads:=2}"
+fi
+threads=$((fg_threads + bg_threads))
+
+tebench="$build/perf/tebench/tebench"
+[ -x "$tebench" ] || die "no $tebench; build first (scripts/main-job.sh builds, or ninja -C $build)"
+[ -f "$config" ] || die "no config $config"
+py=/usr/bin/python3
+[ -x "$py" ] || py=python3
+out=${out:-"$build/burst-comparison"}
+mkdir -p "$out"
+rm -f "$out"/*.jsonl "$out"/*-latency.json "$out"/*.txt "$out"/comparison.md "$out"/foreground-cdf.png
+
+# Every thread's region: 4 KiB per foreground thread, 2 x 4 MiB per migration thread.
+buffer=$(( (threads * 8 + 8) * 1024 * 1024 ))
+
+# ---- target ------------------------------------------------------------------
+"$tebench" --backend=tent --xport_type=rdma --seg_type=DRAM --config="$config" \
+  --total_buffer_size="$buffer" >"$out/target.log" 2>&1 &
+target_pid=$!
+stop_target() {
+  if kill -0 "$target_pid" 2>/dev/null; then
+    kill -TERM "$target_pid" 2>/dev/null || true
+    wait "$target_pid" 2>/dev/null || true
+  fi
+}
+trap stop_target EXIT
+
+segment=""
+for _ in $(seq 1 300); do  # up to 30 s
+  segment=$(sed -n 's/^tebench target ready: segment=\([^ ]*\).*/\1/p' "$out/target.log")
+  [ -n "$segment" ] && break
+  kill -0 "$target_pid" 2>/dev/null || { cat "$out/target.log" >&2; die "the target exited"; }
+  sleep 0.1
+done
+[ -n "$segment" ] || { cat "$out/target.log" >&2; die "the target did not get ready in 30 s"; }
+echo "target ready: segment $segment (log: $out/target.log)"
+grep '^#' "$out/target.log" || true
+
+# ---- the three runs ----------------------------------------------------------
+classes() {  # $1 = foreground intent, $2 = foreground deadline_us
+  printf '[{"name":"foreground","threads":%d,"block_size":4096,"batch_size":1,"intent_type":"%s","deadline_us":%d,"slo_us":%d,"weight":4},{"name":"migration","threads":%d,"block_size":4194304,"batch_size":2,"intent_type":"migration","slo_us":0,"weight":1}]' \
+    "$fg_threads" "$1" "$2" "$slo_us" "$bg_threads"
+}
+
+run() {  # $1 = label, $2 = file stem, $3 = intent, $4 = deadline_us
+  echo
+  echo "== $1: foreground intent $3, deadline_us $4; $fg_threads + $bg_threads threads, ${duration} s =="
+  "$tebench" --target_seg_name="$segment" --backend=tent --xport_type=rdma --config="$config" \
+    --total_buffer_size="$buffer" --duration="$duration" --warmup="$warmup" \
+    --start_num_threads="$threads" --max_num_threads="$threads" \
+    --request_interval_us="$interval" --workload_classes_json="$(classes "$3" "$4")" \
+    --qos_link_capacity_gbps="$capacity" --qos_output_jsonl="$out/$2.jsonl" \
+    --qos_latency_dump="$out/$2-latency.json" --run_label="$1" | tee "$out/$2.txt"
+}
+
+echo "burst comparison, $mode: config $config"
+run baseline rdma-worker-baseline unspec 0
+run direct rdma-direct-foreground foreground_get 0
+run deadline rdma-direct-deadline unspec "$deadline_us"
+stop_target
+trap - EXIT
+
+# ---- results -----------------------------------------------------------------
+echo
+echo "== comparison ($mode) =="
+"$py" "$top/perf/scripts/compare.py" --out "$out/comparison.md" \
+  "baseline=$out/rdma-worker-baseline.jsonl" \
+  "direct=$out/rdma-direct-foreground.jsonl" \
+  "deadline=$out/rdma-direct-deadline.jsonl"
+if "$py" -c 'import matplotlib' 2>/dev/null; then
+  "$py" "$top/perf/scripts/plot_cdf.py" --out "$out/foreground-cdf.png" \
+    "baseline=$out/rdma-worker-baseline-latency.json" \
+    "direct=$out/rdma-direct-foreground-latency.json" \
+    "deadline=$out/rdma-direct-deadline-latency.json" >/dev/null
+  png="$out/foreground-cdf.png"
+else
+  png="(not drawn: python3-matplotlib is missing)"
+fi
+echo
+echo "results in $out:"
+echo "  JSONL:      rdma-worker-baseline.jsonl rdma-direct-foreground.jsonl rdma-direct-deadline.jsonl"
+echo "  latency:    *-latency.json (per-class CDF points)"
+echo "  table:      comparison.md"
+echo "  CDF plot:   $png"
