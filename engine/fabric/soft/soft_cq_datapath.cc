@@ -1,0 +1,211 @@
+// Soft NIC datapath, completion side: the link model and CQ polling.
+//
+// Nothing runs in the background. Whoever takes the device lock (a post publishing
+// WRs, a poll, a counter read) first runs the link model up to "now": the WRs whose
+// bytes have crossed the link by then get their completion time (crossing time +
+// latency + injected delay, never before the previous WR of their QP). A poll then
+// hands out the completions that are visible, oldest first.
+#include <cmath>
+#include <cstdint>
+
+#include "engine/fabric/soft/soft_internal.h"
+
+namespace tent::fabric::soft {
+
+namespace {
+uint64_t ceilNs(double t) noexcept {
+  // Tolerate rounding noise of the model's arithmetic; never report early.
+  return static_cast<uint64_t>(std::ceil(t - 1e-6));
+}
+}  // namespace
+
+// ---- link model ---------------------------------------------------------------------
+
+void DeviceState::advanceLocked(double t) noexcept {
+  PortModel& p = port;
+  if (p.bytes_per_ns <= 0 || t <= p.now_ns) return;  // unlimited links hold nothing in flight
+  while (p.active_count > 0) {
+    SoftQp* next = p.active;
+    for (SoftQp* q = p.active->port_next_; q != nullptr; q = q->port_next_) {
+      if (q->tag_ < next->tag_) next = q;
+    }
+    double dt = (next->tag_ - p.vtime) * p.active_count / p.bytes_per_ns;
+    if (dt < 0) dt = 0;
+    if (p.now_ns + dt > t) {  // nothing more finishes before t: serve everyone up to t
+      p.vtime += (t - p.now_ns) * p.bytes_per_ns / p.active_count;
+      p.busy_ns += t - p.now_ns;
+      p.now_ns = t;
+      return;
+    }
+    p.now_ns += dt;
+    p.busy_ns += dt;
+    p.vtime = next->tag_;
+    next->finishHeadLocked(p.now_ns);
+  }
+  p.now_ns = t;
+  p.vtime = 0;  // idle: virtual time restarts (tags are relative to it)
+}
+
+void DeviceState::activateLocked(SoftQp& qp) noexcept {
+  qp.tag_ = port.vtime + static_cast<double>(SoftQp::chargedBytes(qp.slot(qp.transmitted_)));
+  qp.port_prev_ = nullptr;
+  qp.port_next_ = port.active;
+  if (port.active != nullptr) port.active->port_prev_ = &qp;
+  port.active = &qp;
+  qp.in_port_ = true;
+  ++port.active_count;
+}
+
+void DeviceState::deactivateLocked(SoftQp& qp) noexcept {
+  if (qp.port_prev_ != nullptr) qp.port_prev_->port_next_ = qp.port_next_;
+  if (qp.port_next_ != nullptr) qp.port_next_->port_prev_ = qp.port_prev_;
+  if (port.active == &qp) port.active = qp.port_next_;
+  qp.port_prev_ = qp.port_next_ = nullptr;
+  qp.in_port_ = false;
+  --port.active_count;
+}
+
+void DeviceState::setPortUp(bool up) noexcept {
+  SpinGuard g(lock);
+  port_up.store(up, std::memory_order_release);
+  if (up) return;
+  const uint64_t now = core->now();
+  advanceLocked(static_cast<double>(now));
+  while (port.active != nullptr) port.active->failInFlightLocked(WcStatus::kRetryExceeded, now);
+}
+
+// ---- per-QP completion bookkeeping ----------------------------------------------------
+
+void SoftQp::completeSlotLocked(WrSlot& s, double at) noexcept {
+  PortModel& p = dev_->port;
+  uint64_t visible = ceilNs(at) + p.latency_ns + s.extra_delay_ns;
+  if (visible < last_visible_) visible = last_visible_;  // a QP completes in order
+  s.visible_ns = visible;
+  last_visible_ = visible;
+  ++p.wrs;
+  p.bytes += chargedBytes(s);
+}
+
+void SoftQp::finishHeadLocked(double at) noexcept {
+  completeSlotLocked(slot(transmitted_), at);
+  ++transmitted_;
+  if (transmitted_ < tail_.load(std::memory_order_relaxed)) {
+    tag_ = dev_->port.vtime + static_cast<double>(chargedBytes(slot(transmitted_)));
+  } else {
+    dev_->deactivateLocked(*this);
+  }
+}
+
+void SoftQp::flushLocked(uint64_t now) noexcept {
+  const uint64_t tail = tail_.load(std::memory_order_relaxed);
+  for (uint64_t i = delivered_; i < tail; ++i) {
+    WrSlot& s = slot(i);
+    const bool in_flight = i >= transmitted_;
+    if (!in_flight && s.visible_ns <= now) continue;  // its CQE is already in the CQ
+    s.status = WcStatus::kFlushed;
+    s.visible_ns = now;  // every WR before it is visible by now: order holds
+    if (in_flight) ++dev_->port.wrs;
+  }
+  if (last_visible_ > now) last_visible_ = now;
+  if (in_port_) dev_->deactivateLocked(*this);
+  transmitted_ = tail;
+}
+
+void SoftQp::failInFlightLocked(WcStatus status, uint64_t now) noexcept {
+  const uint64_t tail = tail_.load(std::memory_order_relaxed);
+  for (uint64_t i = transmitted_; i < tail; ++i) {
+    WrSlot& s = slot(i);
+    if (i == transmitted_ && s.status == WcStatus::kSuccess) {
+      s.status = status;
+    } else if (s.status == WcStatus::kSuccess) {
+      s.status = WcStatus::kFlushed;
+    }
+    s.extra_delay_ns = 0;
+    completeSlotLocked(s, static_cast<double>(now));
+  }
+  if (in_port_) dev_->deactivateLocked(*this);
+  transmitted_ = tail;
+  setStateLocked(QpState::kError);
+}
+
+// ---- CQ ------------------------------------------------------------------------------
+
+void CqCore::addLocked(SoftQp& qp) noexcept {
+  qp.cq_prev_ = nullptr;
+  qp.cq_next_ = pending;
+  if (pending != nullptr) pending->cq_prev_ = &qp;
+  pending = &qp;
+  qp.in_cq_ = true;
+  pending_count.fetch_add(1, std::memory_order_release);
+}
+
+void CqCore::removeLocked(SoftQp& qp) noexcept {
+  if (qp.cq_prev_ != nullptr) qp.cq_prev_->cq_next_ = qp.cq_next_;
+  if (qp.cq_next_ != nullptr) qp.cq_next_->cq_prev_ = qp.cq_prev_;
+  if (pending == &qp) pending = qp.cq_next_;
+  qp.cq_prev_ = qp.cq_next_ = nullptr;
+  qp.in_cq_ = false;
+  pending_count.fetch_sub(1, std::memory_order_release);
+}
+
+uint32_t CqCore::countDueLocked(uint64_t now, uint32_t cap) const noexcept {
+  uint32_t n = 0;
+  for (const SoftQp* q = pending; q != nullptr; q = q->cq_next_) {
+    for (uint64_t i = q->delivered_; i < q->transmitted_; ++i) {
+      const WrSlot& s = q->slot(i);
+      if (s.visible_ns > now) break;  // in order: the rest of this QP is later
+      if (SoftQp::makesCqe(s) && ++n >= cap) return n;
+    }
+  }
+  return n;
+}
+
+SoftQp* CqCore::earliestDueLocked(uint64_t now) const noexcept {
+  SoftQp* best = nullptr;
+  uint64_t best_visible = UINT64_MAX;
+  for (SoftQp* q = pending; q != nullptr; q = q->cq_next_) {
+    if (q->delivered_ == q->transmitted_) continue;
+    const uint64_t v = q->slot(q->delivered_).visible_ns;
+    if (v <= now && v < best_visible) {
+      best = q;
+      best_visible = v;
+    }
+  }
+  return best;
+}
+
+int CqCore::poll(WorkCompletion* wc, int max) noexcept {
+  if (overflowed.load(std::memory_order_relaxed)) return -1;
+  if (max <= 0 || pending_count.load(std::memory_order_acquire) == 0) return 0;
+  DeviceState& d = *dev;
+  SpinGuard g(d.lock);
+  const uint64_t now = d.core->now();
+  d.advanceLocked(static_cast<double>(now));
+  // Every completion visible by now sits in the CQ: more than `depth` is an overflow.
+  if (countDueLocked(now, depth + 1) > depth) {
+    overflowed.store(true, std::memory_order_relaxed);
+    return -1;
+  }
+  int n = 0;
+  while (n < max) {
+    SoftQp* q = earliestDueLocked(now);
+    if (q == nullptr) break;
+    const uint64_t seq = q->delivered_++;
+    const WrSlot& s = q->slot(seq);
+    if (SoftQp::makesCqe(s)) {
+      WorkCompletion& c = wc[n++];
+      c.wr_id = s.wr_id;
+      c.status = s.status;
+      c.opcode = s.opcode;
+      c.qp_num = q->qp_num_;
+      c.byte_len = s.status == WcStatus::kSuccess ? static_cast<uint32_t>(s.bytes) : 0;
+      c.vendor_err = 0;
+      // Its send-queue slot and those of the unsignaled WRs before it are free now.
+      q->released_.store(seq + 1, std::memory_order_release);
+    }
+    if (q->delivered_ == q->tail_.load(std::memory_order_relaxed)) removeLocked(*q);
+  }
+  return n;
+}
+
+}  // namespace tent::fabric::soft

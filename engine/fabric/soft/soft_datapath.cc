@@ -1,0 +1,209 @@
+// Soft QP datapath: postSend. Every check a NIC makes happens here, and so does the
+// copy: the bytes move when the WR is posted; only the completion waits for the
+// link model (soft_cq_datapath.cc). No allocation, no logging above debug.
+#include <sys/uio.h>
+
+#include <cerrno>
+#include <cstring>
+
+#include "engine/fabric/soft/soft_internal.h"
+
+namespace tent::fabric::soft {
+
+namespace {
+
+bool inside(const MrSnapshot& mr, uint64_t addr, uint64_t length) noexcept {
+  return addr >= mr.addr && length <= mr.length && addr - mr.addr <= mr.length - length;
+}
+
+WcStatus copyLocal(WrOpcode op, const iovec* iov, uint32_t n, uint8_t* remote) noexcept {
+  for (uint32_t i = 0; i < n; ++i) {
+    // memmove: a loopback WR may overlap its own source.
+    if (op == WrOpcode::kRdmaWrite) {
+      std::memmove(remote, iov[i].iov_base, iov[i].iov_len);
+    } else {
+      std::memmove(iov[i].iov_base, remote, iov[i].iov_len);
+    }
+    remote += iov[i].iov_len;
+  }
+  return WcStatus::kSuccess;
+}
+
+}  // namespace
+
+uint32_t SoftQp::outstanding() const noexcept {
+  const uint64_t released = released_.load(std::memory_order_acquire);  // first: tail only grows
+  return static_cast<uint32_t>(tail_.load(std::memory_order_acquire) - released);
+}
+
+int SoftQp::postSend(const SendWr* wr, const SendWr** bad_wr) noexcept {
+  SpinGuard g(post_lock_);
+  // One timestamp for the whole chain, taken before any copy: the modeled
+  // transmission overlaps the copy, as a NIC's DMA overlaps the wire.
+  const uint64_t now = dev_->core->now();
+  const uint64_t real_now = dev_->core->realNow(now);
+  const uint64_t first = post_tail_;
+  uint64_t tail = first;
+  PostEffects fx;
+  int rc = 0;
+  for (; wr != nullptr; wr = wr->next) {
+    // After a failed WR the QP is in error: the rest of the chain is accepted and flushed.
+    if (!fx.error && state_.load(std::memory_order_acquire) != QpState::kRts) {
+      rc = EINVAL;
+      break;
+    }
+    if (wr->num_sge > max_sge_ || (wr->num_sge != 0 && wr->sg_list == nullptr) ||
+        (wr->opcode != WrOpcode::kRdmaWrite && wr->opcode != WrOpcode::kRdmaRead)) {
+      rc = EINVAL;
+      break;
+    }
+    if (tail - released_.load(std::memory_order_acquire) >= max_send_wr_) {
+      rc = ENOMEM;
+      break;
+    }
+    WrSlot& s = slot(tail);
+    s = WrSlot{};
+    s.wr_id = wr->wr_id;
+    s.opcode = wr->opcode;
+    s.signaled = wr->signaled;
+    s.status = fx.error ? WcStatus::kFlushed : execute(*wr, real_now, s, &fx);
+    if (s.status != WcStatus::kSuccess) fx.error = true;
+    ++tail;
+  }
+  post_tail_ = tail;
+  if (tail != first) publish(first, tail, now, fx);
+  if (rc != 0 && bad_wr != nullptr) *bad_wr = wr;
+  return rc;
+}
+
+WcStatus SoftQp::execute(const SendWr& wr, uint64_t real_now, WrSlot& s, PostEffects* fx) noexcept {
+  DeviceState& d = *dev_;
+  FaultHit hit;
+  if (d.core->faults.match(d.info.index, qp_num_, wr.opcode, &hit)) {
+    const WcStatus st = applyFault(hit, s, fx);
+    if (st != WcStatus::kSuccess) return st;
+  }
+  if (!d.port_up.load(std::memory_order_acquire)) return WcStatus::kRetryExceeded;
+  iovec iov[kMaxSge];
+  uint64_t total = 0;
+  WcStatus st = checkLocal(wr, iov, &total);
+  if (st != WcStatus::kSuccess) return st;
+  s.bytes = total;
+  // A dead peer or a responder QP that is not RTR/RTS never answers: a NIC retries
+  // until its retry count runs out.
+  if (remote_.header->closed.load(std::memory_order_acquire) != 0 || !peer_->alive(real_now)) {
+    return WcStatus::kRetryExceeded;
+  }
+  const uint64_t word = remote_.qps[qpSlotOf(remote_qp_num_)].word.load(std::memory_order_acquire);
+  if (word != qpWord(remote_qp_num_, QpState::kRtr) &&
+      word != qpWord(remote_qp_num_, QpState::kRts)) {
+    return WcStatus::kRetryExceeded;
+  }
+  if (total == 0) return WcStatus::kSuccess;  // zero-length: no rkey check, as in verbs
+  MrSnapshot mr;
+  st = checkRemote(wr, total, &mr);
+  if (st != WcStatus::kSuccess) return st;
+  return copy(wr, iov, total, mr);
+}
+
+WcStatus SoftQp::applyFault(const FaultHit& hit, WrSlot& s, PostEffects* fx) noexcept {
+  switch (hit.action) {
+    case FaultAction::kCompletionError:
+      return hit.status;
+    case FaultAction::kDelay:
+      s.extra_delay_ns += hit.delay_ns;
+      return WcStatus::kSuccess;
+    case FaultAction::kQpError:
+      fx->qp_error = true;
+      return WcStatus::kFlushed;
+    case FaultAction::kPortDown:
+      dev_->setPortUp(false);
+      return WcStatus::kRetryExceeded;
+    case FaultAction::kPortUp:
+      dev_->setPortUp(true);
+      return WcStatus::kSuccess;
+  }
+  return WcStatus::kSuccess;
+}
+
+WcStatus SoftQp::checkLocal(const SendWr& wr, iovec* iov, uint64_t* total) const noexcept {
+  uint64_t sum = 0;
+  MrSnapshot mr;
+  for (uint32_t i = 0; i < wr.num_sge; ++i) {
+    const Sge& g = wr.sg_list[i];
+    if (i == 0 || g.lkey != mr.key) {  // consecutive SGEs usually share one region
+      if (!readMr(dev_->view, g.lkey, &mr)) return WcStatus::kLocalProtection;
+    }
+    if (!inside(mr, g.addr, g.length)) return WcStatus::kLocalProtection;
+    // A READ writes into local memory: its region needs LOCAL_WRITE.
+    if (wr.opcode == WrOpcode::kRdmaRead && !(mr.access & kAccessLocalWrite)) {
+      return WcStatus::kLocalProtection;
+    }
+    iov[i].iov_base = reinterpret_cast<void*>(g.addr);
+    iov[i].iov_len = g.length;
+    sum += g.length;
+  }
+  if (sum > kMaxMessageBytes) return WcStatus::kLocalLength;
+  *total = sum;
+  return WcStatus::kSuccess;
+}
+
+WcStatus SoftQp::checkRemote(const SendWr& wr, uint64_t total, MrSnapshot* mr) const noexcept {
+  if (!readMr(remote_, wr.rkey, mr) || !inside(*mr, wr.remote_addr, total)) {
+    return WcStatus::kRemoteAccess;
+  }
+  const uint32_t need = wr.opcode == WrOpcode::kRdmaWrite ? kAccessRemoteWrite : kAccessRemoteRead;
+  return (mr->access & need) ? WcStatus::kSuccess : WcStatus::kRemoteAccess;
+}
+
+WcStatus SoftQp::copy(const SendWr& wr, const iovec* iov, uint64_t total,
+                      const MrSnapshot& mr) noexcept {
+  if (peer_->sameProcess()) {
+    return copyLocal(wr.opcode, iov, wr.num_sge, reinterpret_cast<uint8_t*>(wr.remote_addr));
+  }
+  if (mr.shm_id != 0) {
+    if (uint8_t* base = peer_->segmentBase(mr.shm_id, mr.shm_length)) {
+      return copyLocal(wr.opcode, iov, wr.num_sge,
+                       base + mr.shm_offset + (wr.remote_addr - mr.addr));
+    }
+  }
+  iovec remote{reinterpret_cast<void*>(wr.remote_addr), total};
+  const pid_t pid = static_cast<pid_t>(peer_->pid());
+  const ssize_t done = wr.opcode == WrOpcode::kRdmaWrite
+                           ? process_vm_writev(pid, iov, wr.num_sge, &remote, 1, 0)
+                           : process_vm_readv(pid, iov, wr.num_sge, &remote, 1, 0);
+  if (done == static_cast<ssize_t>(total)) return WcStatus::kSuccess;
+  if (done < 0 && errno == ESRCH) {
+    peer_->markDead();
+    return WcStatus::kRetryExceeded;
+  }
+  // The registered range is not mapped in the peer any more (freed behind its MR).
+  return WcStatus::kRemoteAccess;
+}
+
+void SoftQp::publish(uint64_t first, uint64_t last, uint64_t now, const PostEffects& fx) noexcept {
+  DeviceState& d = *dev_;
+  SpinGuard g(d.lock);
+  d.advanceLocked(static_cast<double>(now));
+  // Moved to ERR while we were copying (modifyToError, a port going down), or an
+  // injected QP error: everything not yet visible is flushed, these WRs included.
+  const bool flush_all = fx.qp_error || state_.load(std::memory_order_relaxed) == QpState::kError;
+  if (flush_all) flushLocked(now);
+  if (flush_all || fx.error) setStateLocked(QpState::kError);
+  tail_.store(last, std::memory_order_release);
+  if (flush_all) {
+    for (uint64_t i = first; i < last; ++i) {
+      slot(i).status = WcStatus::kFlushed;
+      completeSlotLocked(slot(i), static_cast<double>(now));
+    }
+    transmitted_ = last;
+  } else if (d.port.bytes_per_ns <= 0) {  // unlimited link: transmitted at once
+    for (uint64_t i = first; i < last; ++i) completeSlotLocked(slot(i), static_cast<double>(now));
+    transmitted_ = last;
+  } else if (!in_port_) {
+    d.activateLocked(*this);
+  }
+  if (!in_cq_) cq_->addLocked(*this);
+}
+
+}  // namespace tent::fabric::soft

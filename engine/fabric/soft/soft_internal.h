@@ -1,0 +1,391 @@
+// Internal objects of the soft provider (private to engine/fabric/soft).
+//
+// Locking (the emulated NIC's internal serialisation):
+//   DeviceState::lock  a spinlock per device (= per port). Guards the link model,
+//                      every QP's published send-queue bookkeeping and the CQs'
+//                      pending lists. Held for O(QPs touched), never across a copy,
+//                      a syscall or an allocation. Taken by post (to publish WRs),
+//                      poll, and the control path (modify to ERR, destroy).
+//   SoftQp::post_lock_ serialises posters of one QP (ibv_post_send is thread-safe);
+//                      held across the copies of one postSend() call.
+//   DeviceState::ctrl_mutex  slot allocation for MRs and QPs (control path only).
+// Lock order: post_lock_ -> DeviceState::lock. The fault engine's lock is a leaf.
+#pragma once
+
+#include <sys/uio.h>
+
+#include <atomic>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "engine/fabric/fabric.h"
+#include "engine/fabric/soft/soft_faults.h"
+#include "engine/fabric/soft/soft_layout.h"
+#include "engine/fabric/soft/soft_provider.h"
+#include "engine/fabric/soft/soft_spinlock.h"
+
+namespace tent::fabric::soft {
+
+class SoftQp;
+struct DeviceState;
+
+// ---- fault engine ----------------------------------------------------------
+
+struct FaultHit {
+  FaultAction action = FaultAction::kCompletionError;
+  WcStatus status = WcStatus::kGeneral;
+  uint64_t delay_ns = 0;
+};
+
+class FaultEngine final : public FaultInjector {
+ public:
+  static constexpr size_t kMaxRules = 64;
+
+  Result<uint32_t> addRule(const FaultRule& rule) override;
+  Status removeRule(uint32_t id) override;
+  void clearRules() override;
+  uint64_t hits(uint32_t id) const override;
+  Status setPortUp(std::string_view device, bool up) override;
+  bool portUp(std::string_view device) const override;
+
+  // Datapath: does a rule fire for this WR? One relaxed load when no rule exists.
+  bool match(uint32_t device, uint32_t qp_num, WrOpcode opcode, FaultHit* hit) noexcept {
+    if (active_.load(std::memory_order_relaxed) == 0) return false;
+    return matchSlow(device, qp_num, opcode, hit);
+  }
+
+  // Set by the provider (its devices outlive every call through the interface).
+  void setDevices(std::vector<DeviceState*> devices) { devices_ = std::move(devices); }
+
+ private:
+  struct Rule {
+    bool used = false;
+    bool active = false;  // false once max_hits is reached
+    uint32_t id = 0;
+    int device = -1;  // -1 = any
+    uint32_t qp_num = 0;
+    int opcode = -1;  // -1 = any
+    uint64_t every_nth = 0;
+    double probability = 0;
+    uint64_t rng = 0;
+    uint64_t max_hits = 0;
+    uint64_t seen = 0;
+    uint64_t hits = 0;
+    FaultHit hit;
+  };
+  bool matchSlow(uint32_t device, uint32_t qp_num, WrOpcode opcode, FaultHit* hit) noexcept;
+  DeviceState* findDevice(std::string_view name) const noexcept;
+
+  std::atomic<uint32_t> active_{0};
+  mutable Spinlock lock_;
+  Rule rules_[kMaxRules];
+  uint32_t next_id_ = 1;
+  std::vector<DeviceState*> devices_;
+};
+
+// ---- provider-wide state ----------------------------------------------------
+
+struct ShmAllocation {
+  uint32_t id = 0;
+  size_t length = 0;
+  std::string path;
+};
+
+class PeerProcess;
+
+// Shared by the provider and every object it made, so objects may outlive it.
+struct ProviderCore {
+  uint32_t pid = 0;
+  uint64_t nonce = 0;
+  Clock clock;
+  std::string shm_dir;
+  uint32_t max_mrs = 0;
+  uint64_t peer_check_interval_ns = 0;
+  FaultEngine faults;
+
+  std::mutex mem_mutex;
+  std::map<uintptr_t, ShmAllocation> allocations;  // by base address
+  uint32_t next_shm_id = 1;
+
+  std::mutex peers_mutex;
+  std::map<std::pair<uint32_t, uint64_t>, std::weak_ptr<PeerProcess>> peers;
+
+  uint64_t now() const noexcept { return clock.now_ns ? clock.now_ns(clock.ctx) : monotonicNs(); }
+  // Liveness checks always run on real time (an injected clock may stand still).
+  uint64_t realNow(uint64_t model_now) const noexcept {
+    return clock.now_ns ? monotonicNs() : model_now;
+  }
+  // The allocation holding [addr, addr+length), if any. Caller holds mem_mutex.
+  const ShmAllocation* findAllocationLocked(uintptr_t addr, size_t length, uintptr_t* base) const;
+  Result<std::shared_ptr<PeerProcess>> attachPeer(const SoftAddress& address);
+};
+
+// ---- a peer process (may be this one) -------------------------------------------
+
+class PeerProcess {
+ public:
+  static constexpr uint32_t kMaxSegments = 4096;  // shm segments mapped lazily, by id
+
+  PeerProcess(ProviderCore& core, uint32_t pid, uint64_t nonce);
+  ~PeerProcess();
+  PeerProcess(const PeerProcess&) = delete;
+  PeerProcess& operator=(const PeerProcess&) = delete;
+
+  Status open();                                     // pidfd; control path
+  Result<ControlView> attachDevice(uint32_t index);  // maps its control file once
+
+  uint32_t pid() const noexcept { return pid_; }
+  bool sameProcess() const noexcept { return same_process_; }
+  // Datapath. Rate-limited liveness check (pidfd, or kill(pid, 0) without one).
+  bool alive(uint64_t real_now) noexcept;
+  void markDead() noexcept { dead_.store(true, std::memory_order_release); }
+  // Base of the peer's shm segment `id` in our address space, mapped on first use
+  // (the one slow step of a first access, like a NIC's translation-cache miss).
+  // nullptr when it cannot be mapped: the caller falls back to process_vm_*.
+  uint8_t* segmentBase(uint32_t id, uint64_t length) noexcept;
+
+ private:
+  struct Mapping {
+    void* base = nullptr;
+    size_t length = 0;
+    ControlView view;
+  };
+  struct Segment {
+    std::atomic<uint8_t*> base{nullptr};
+    size_t length = 0;
+    std::atomic<bool> failed{false};
+  };
+  bool checkAliveNow() noexcept;
+
+  ProviderCore& core_;
+  const uint32_t pid_;
+  const uint64_t nonce_;
+  const bool same_process_;
+  int pidfd_ = -1;
+  std::atomic<bool> dead_{false};
+  std::atomic<uint64_t> next_check_ns_{0};
+  std::mutex attach_mutex_;
+  std::map<uint32_t, Mapping> devices_;  // by device index
+  Spinlock map_lock_;
+  std::unique_ptr<Segment[]> segments_;
+};
+
+// ---- one soft device = one port ---------------------------------------------
+
+// A WR in a send queue.
+struct WrSlot {
+  uint64_t wr_id = 0;
+  uint64_t bytes = 0;           // payload of the WR
+  uint64_t visible_ns = 0;      // when its completion shows (known once transmitted)
+  uint64_t extra_delay_ns = 0;  // injected
+  WcStatus status = WcStatus::kSuccess;
+  WrOpcode opcode = WrOpcode::kRdmaWrite;
+  bool signaled = true;
+};
+
+// Processor sharing over the QPs that have untransmitted WRs ("active"): each gets
+// an equal share of the rate, and the head WR of a QP finishes once that QP has
+// been served its bytes. Virtual time `vtime` = bytes served to every active QP so
+// far; a QP's `tag` = the vtime at which its head WR finishes. Guarded by the lock.
+struct PortModel {
+  double bytes_per_ns = 0;  // 0 = unlimited
+  uint64_t latency_ns = 0;
+  double now_ns = 0;  // the model has run up to here
+  double vtime = 0;
+  SoftQp* active = nullptr;  // intrusive list
+  uint32_t active_count = 0;
+  uint64_t bytes = 0;
+  uint64_t wrs = 0;
+  double busy_ns = 0;
+};
+
+struct DeviceState {
+  std::shared_ptr<ProviderCore> core;
+  DeviceInfo info;
+  SoftAddress address;
+
+  // Our control file.
+  std::string ctrl_path;
+  void* ctrl_base = nullptr;
+  size_t ctrl_length = 0;
+  ControlView view;
+
+  std::mutex ctrl_mutex;
+  std::vector<uint16_t> mr_generation;
+  std::vector<uint32_t> free_mrs;
+  std::vector<uint16_t> qp_generation;
+  std::vector<uint32_t> free_qps;
+
+  mutable Spinlock lock;
+  PortModel port;  // under lock
+  std::atomic<bool> port_up{true};
+
+  ~DeviceState();
+  // Runs the link model up to `now`, finishing the WRs whose bytes have crossed.
+  void advanceLocked(double now) noexcept;
+  void activateLocked(SoftQp& qp) noexcept;
+  void deactivateLocked(SoftQp& qp) noexcept;
+  // Port down fails every WR not yet transmitted; up lets new WRs through again.
+  void setPortUp(bool up) noexcept;
+};
+
+// Creates the device's control file and tables. `spec` has been validated.
+Result<std::shared_ptr<DeviceState>> createDeviceState(std::shared_ptr<ProviderCore> core,
+                                                       const config::SoftDevice& spec,
+                                                       uint32_t index);
+
+class SoftDevice final : public Device {
+ public:
+  explicit SoftDevice(std::shared_ptr<DeviceState> state) : state_(std::move(state)) {}
+  const DeviceInfo& info() const noexcept override { return state_->info; }
+  PortIdentity portIdentity() const override { return encodeIdentity(state_->address); }
+  Result<std::unique_ptr<MemoryRegion>> registerMemory(void* addr, size_t length,
+                                                       uint32_t access) override;
+  Result<std::unique_ptr<CompletionQueue>> createCq(uint32_t depth) override;
+  Result<std::unique_ptr<QueuePair>> createQp(const QpInitAttr& attr) override;
+  PortCounters counters() const noexcept override;
+  DeviceState& state() noexcept { return *state_; }
+
+ private:
+  std::shared_ptr<DeviceState> state_;
+};
+
+// ---- memory region ---------------------------------------------------------------
+
+class SoftMr final : public MemoryRegion {
+ public:
+  SoftMr(std::shared_ptr<DeviceState> dev, uint32_t slot, void* addr, size_t length, uint32_t key,
+         uint32_t access);
+  ~SoftMr() override;
+
+ private:
+  std::shared_ptr<DeviceState> dev_;
+  uint32_t slot_;
+};
+
+// ---- completion queue ---------------------------------------------------------
+
+struct CqCore {
+  std::shared_ptr<DeviceState> dev;
+  uint32_t depth = 0;
+  std::atomic<bool> overflowed{false};
+  std::atomic<uint32_t> pending_count{0};  // QPs in `pending`, read without the lock
+  SoftQp* pending = nullptr;               // QPs with WRs not yet delivered; under dev->lock
+
+  int poll(WorkCompletion* wc, int max) noexcept;
+  void addLocked(SoftQp& qp) noexcept;
+  void removeLocked(SoftQp& qp) noexcept;
+
+ private:
+  uint32_t countDueLocked(uint64_t now, uint32_t cap) const noexcept;
+  SoftQp* earliestDueLocked(uint64_t now) const noexcept;
+};
+
+class SoftCq final : public CompletionQueue {
+ public:
+  explicit SoftCq(std::shared_ptr<CqCore> core) : core_(std::move(core)) {}
+  int poll(WorkCompletion* wc, int max) noexcept override { return core_->poll(wc, max); }
+  uint32_t depth() const noexcept override { return core_->depth; }
+  const std::shared_ptr<CqCore>& core() const noexcept { return core_; }
+
+ private:
+  std::shared_ptr<CqCore> core_;
+};
+
+// ---- queue pair ----------------------------------------------------------------
+
+class SoftQp final : public QueuePair {
+ public:
+  SoftQp(std::shared_ptr<DeviceState> dev, std::shared_ptr<CqCore> cq, uint32_t slot,
+         uint32_t qp_num, const QpInitAttr& attr);
+  ~SoftQp() override;
+
+  uint32_t qpNum() const noexcept override { return qp_num_; }
+  QpState state() const noexcept override { return state_.load(std::memory_order_acquire); }
+  int postSend(const SendWr* wr, const SendWr** bad_wr) noexcept override;
+  uint32_t outstanding() const noexcept override;
+  uint32_t maxSendWr() const noexcept override { return max_send_wr_; }
+
+  Status modifyToInit() override;
+  Status modifyToRtr(const QpRemote& remote) override;
+  Status modifyToRts() override;
+  Status modifyToError() override;
+
+ private:
+  friend struct DeviceState;
+  friend struct CqCore;
+
+  // What executing the WRs of one postSend() call asks the publish step to do.
+  struct PostEffects {
+    bool error = false;     // a WR failed: the QP goes to ERR, the rest are flushed
+    bool qp_error = false;  // injected QP error: flush outstanding WRs as well
+  };
+  struct Target;
+
+  WrSlot& slot(uint64_t seq) noexcept { return slots_[seq & mask_]; }
+  const WrSlot& slot(uint64_t seq) const noexcept { return slots_[seq & mask_]; }
+  static uint64_t chargedBytes(const WrSlot& s) noexcept {
+    return s.status == WcStatus::kSuccess ? s.bytes : 0;
+  }
+  static bool makesCqe(const WrSlot& s) noexcept {
+    return s.signaled || s.status != WcStatus::kSuccess;
+  }
+
+  WcStatus execute(const SendWr& wr, uint64_t real_now, WrSlot& s, PostEffects* fx) noexcept;
+  WcStatus applyFault(const FaultHit& hit, WrSlot& s, PostEffects* fx) noexcept;
+  WcStatus checkLocal(const SendWr& wr, iovec* iov, uint64_t* total) const noexcept;
+  WcStatus checkRemote(const SendWr& wr, uint64_t total, MrSnapshot* mr) const noexcept;
+  WcStatus copy(const SendWr& wr, const iovec* iov, uint64_t total, const MrSnapshot& mr) noexcept;
+  void publish(uint64_t first, uint64_t last, uint64_t now, const PostEffects& fx) noexcept;
+
+  // Under the device lock.
+  void finishHeadLocked(double at) noexcept;  // the head untransmitted WR finished at `at`
+  void completeSlotLocked(WrSlot& s, double at) noexcept;
+  void flushLocked(uint64_t now) noexcept;  // every WR whose CQE is not yet visible
+  void failInFlightLocked(WcStatus status, uint64_t now) noexcept;
+  void setStateLocked(QpState s) noexcept;
+  bool hasUntransmittedLocked() const noexcept {
+    return transmitted_ < tail_.load(std::memory_order_relaxed);
+  }
+
+  Status transition(QpState from, QpState to);
+
+  std::shared_ptr<DeviceState> dev_;
+  std::shared_ptr<CqCore> cq_;
+  const uint32_t slot_index_;
+  const uint32_t qp_num_;
+  const uint32_t max_send_wr_;
+  const uint32_t max_sge_;
+  std::atomic<QpState> state_{QpState::kReset};
+
+  std::unique_ptr<WrSlot[]> slots_;
+  uint64_t mask_ = 0;
+  Spinlock post_lock_;
+  uint64_t post_tail_ = 0;             // under post_lock_
+  std::atomic<uint64_t> tail_{0};      // published WRs; written under the device lock
+  std::atomic<uint64_t> released_{0};  // slots below are free for posters
+  uint64_t delivered_ = 0;             // CQEs handled below; device lock
+  uint64_t transmitted_ = 0;           // visible_ns known below; device lock
+  uint64_t last_visible_ = 0;          // device lock: completions stay in order
+
+  // Set at RTR, read-only while the QP can post.
+  std::shared_ptr<PeerProcess> peer_;
+  ControlView remote_;
+  uint32_t remote_qp_num_ = 0;
+
+  // Intrusive list links, under the device lock.
+  SoftQp* port_prev_ = nullptr;
+  SoftQp* port_next_ = nullptr;
+  bool in_port_ = false;
+  double tag_ = 0;
+  SoftQp* cq_prev_ = nullptr;
+  SoftQp* cq_next_ = nullptr;
+  bool in_cq_ = false;
+};
+
+}  // namespace tent::fabric::soft

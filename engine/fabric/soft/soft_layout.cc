@@ -1,0 +1,117 @@
+#include "engine/fabric/soft/soft_layout.h"
+
+#include <cinttypes>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+
+#include "engine/fabric/soft/soft_spinlock.h"
+
+namespace tent::fabric::soft {
+
+namespace {
+constexpr uint8_t kGidMagic0 = 't';
+constexpr uint8_t kGidMagic1 = 's';
+constexpr uint8_t kGidVersion = 1;
+constexpr int kSeqlockTries = 1000;
+}  // namespace
+
+bool readMr(const ControlView& view, uint32_t key, MrSnapshot* out) noexcept {
+  const uint32_t slot = mrSlotOf(key);
+  if (key == 0 || slot >= view.max_mrs) return false;
+  const MrEntry& e = view.mrs[slot];
+  for (int tries = 0; tries < kSeqlockTries; ++tries) {
+    const uint32_t s1 = e.seq.load(std::memory_order_acquire);
+    if (s1 & 1u) {
+      cpuRelax();
+      continue;
+    }
+    out->key = e.key.load(std::memory_order_relaxed);
+    out->addr = e.addr.load(std::memory_order_relaxed);
+    out->length = e.length.load(std::memory_order_relaxed);
+    out->access = e.access.load(std::memory_order_relaxed);
+    out->shm_id = e.shm_id.load(std::memory_order_relaxed);
+    out->shm_offset = e.shm_offset.load(std::memory_order_relaxed);
+    out->shm_length = e.shm_length.load(std::memory_order_relaxed);
+    std::atomic_thread_fence(std::memory_order_acquire);
+    if (e.seq.load(std::memory_order_relaxed) == s1) return out->key == key;
+  }
+  return false;
+}
+
+void writeMr(MrEntry& e, const MrSnapshot& v) noexcept {
+  const uint32_t s = e.seq.load(std::memory_order_relaxed);
+  e.seq.store(s + 1, std::memory_order_relaxed);
+  std::atomic_thread_fence(std::memory_order_release);
+  e.addr.store(v.addr, std::memory_order_relaxed);
+  e.length.store(v.length, std::memory_order_relaxed);
+  e.access.store(v.access, std::memory_order_relaxed);
+  e.shm_id.store(v.shm_id, std::memory_order_relaxed);
+  e.shm_offset.store(v.shm_offset, std::memory_order_relaxed);
+  e.shm_length.store(v.shm_length, std::memory_order_relaxed);
+  e.key.store(v.key, std::memory_order_relaxed);
+  e.seq.store(s + 2, std::memory_order_release);
+}
+
+void clearMr(MrEntry& e) noexcept {
+  const uint32_t s = e.seq.load(std::memory_order_relaxed);
+  e.seq.store(s + 1, std::memory_order_relaxed);
+  std::atomic_thread_fence(std::memory_order_release);
+  e.key.store(0, std::memory_order_relaxed);
+  e.seq.store(s + 2, std::memory_order_release);
+}
+
+PortIdentity encodeIdentity(const SoftAddress& a) noexcept {
+  PortIdentity id;
+  id.gid[0] = kGidMagic0;
+  id.gid[1] = kGidMagic1;
+  id.gid[2] = kGidVersion;
+  id.gid[3] = static_cast<uint8_t>(a.device_index);
+  for (int i = 0; i < 4; ++i) id.gid[4 + i] = static_cast<uint8_t>(a.pid >> (8 * i));
+  for (int i = 0; i < 8; ++i) id.gid[8 + i] = static_cast<uint8_t>(a.nonce >> (8 * i));
+  id.lid = 0;
+  return id;
+}
+
+bool decodeIdentity(const PortIdentity& id, SoftAddress* out) noexcept {
+  if (id.gid[0] != kGidMagic0 || id.gid[1] != kGidMagic1 || id.gid[2] != kGidVersion) return false;
+  SoftAddress a;
+  a.device_index = id.gid[3];
+  for (int i = 0; i < 4; ++i) a.pid |= uint32_t{id.gid[4 + i]} << (8 * i);
+  for (int i = 0; i < 8; ++i) a.nonce |= uint64_t{id.gid[8 + i]} << (8 * i);
+  if (a.pid == 0) return false;
+  *out = a;
+  return true;
+}
+
+uint64_t processStartTime(uint32_t pid) noexcept {
+  char path[64];
+  std::snprintf(path, sizeof(path), "/proc/%u/stat", pid);
+  FILE* f = std::fopen(path, "re");
+  if (f == nullptr) return 0;
+  char buf[1024];
+  const size_t n = std::fread(buf, 1, sizeof(buf) - 1, f);
+  std::fclose(f);
+  buf[n] = 0;
+  // Field 2 (comm) may hold spaces and parentheses: count fields after the last ')'.
+  const char* p = std::strrchr(buf, ')');
+  if (p == nullptr) return 0;
+  for (int field = 2; field < 22 && *p; ++p) {  // starttime is field 22
+    if (*p == ' ') ++field;
+  }
+  return std::strtoull(p, nullptr, 10);
+}
+
+std::string controlFileName(uint32_t pid, uint64_t nonce, uint32_t device_index) {
+  char buf[96];
+  std::snprintf(buf, sizeof(buf), "%s%u-%016" PRIx64 "-d%u", kFilePrefix, pid, nonce, device_index);
+  return buf;
+}
+
+std::string memoryFileName(uint32_t pid, uint64_t nonce, uint32_t shm_id) {
+  char buf[96];
+  std::snprintf(buf, sizeof(buf), "%s%u-%016" PRIx64 "-m%u", kFilePrefix, pid, nonce, shm_id);
+  return buf;
+}
+
+}  // namespace tent::fabric::soft

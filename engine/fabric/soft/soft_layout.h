@@ -1,0 +1,143 @@
+// The soft NIC's shared-memory control file: what one process publishes so that
+// peers can check their remote accesses without asking it (no helper thread, no
+// daemon). One file per soft device, in `shm_dir`, named after the owner's pid, a
+// random nonce and the device index. It holds
+//   - a header (magic, version, pid, nonce, capacities, a "closed" flag),
+//   - the MR table: one entry per memory region slot; rkey = generation << 16 | slot,
+//   - the QP table: one entry per QP slot; qp_num = generation << 14 | slot.
+// Peers map it read-only and read entries lock-free: every field is an address-free
+// lock-free atomic, and MR entries are guarded by a seqlock so a peer never uses a
+// half-written entry while the owner (re)registers a slot.
+#pragma once
+
+#include <array>
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+#include "engine/fabric/fabric.h"
+
+namespace tent::fabric::soft {
+
+inline constexpr uint64_t kControlMagic = 0x74656e74736f6674ull;  // "tentsoft"
+inline constexpr uint32_t kLayoutVersion = 1;
+
+inline constexpr uint32_t kMrSlotBits = 16;
+inline constexpr uint32_t kMaxMrs = 1u << kMrSlotBits;  // upper bound of config max_mrs
+inline constexpr uint32_t kQpSlotBits = 14;
+inline constexpr uint32_t kMaxQps = 1u << kQpSlotBits;                // QPs per soft device
+inline constexpr uint32_t kQpGenerations = 1u << (24 - kQpSlotBits);  // qp_num stays 24 bits
+inline constexpr uint32_t kMaxDevices = 256;  // the device index is one GID byte
+
+// Hardware-like limits of every soft device.
+inline constexpr uint32_t kMaxSendWr = 32768;
+inline constexpr uint32_t kMaxSge = 32;
+inline constexpr uint32_t kMaxCqDepth = 1u << 22;
+inline constexpr uint64_t kMaxMessageBytes = 1ull << 31;  // as ibv_port_attr.max_msg_sz
+
+struct ControlHeader {
+  uint64_t magic;
+  uint32_t version;
+  uint32_t pid;
+  uint64_t nonce;
+  uint32_t device_index;
+  uint32_t max_mrs;
+  uint32_t max_qps;
+  uint32_t reserved;
+  uint64_t start_time;  // of the owner process (/proc/<pid>/stat): guards against pid reuse
+  std::atomic<uint32_t> closed;  // set by the owner when it shuts down
+};
+
+struct MrEntry {
+  std::atomic<uint32_t> seq;   // seqlock: odd while the owner rewrites the entry
+  std::atomic<uint32_t> key;   // lkey == rkey of the current region; 0 = free
+  std::atomic<uint64_t> addr;  // in the owner's address space
+  std::atomic<uint64_t> length;
+  std::atomic<uint32_t> access;      // AccessFlags
+  std::atomic<uint32_t> shm_id;      // 0: not inside an allocateMemory() segment
+  std::atomic<uint64_t> shm_offset;  // offset of `addr` inside that segment
+  std::atomic<uint64_t> shm_length;  // size of that segment (to map it)
+};
+
+// qp_num << 8 | QpState; 0 = no QP in this slot.
+struct QpEntry {
+  std::atomic<uint64_t> word;
+};
+
+static_assert(std::atomic<uint64_t>::is_always_lock_free);
+static_assert(std::atomic<uint32_t>::is_always_lock_free);
+
+inline size_t controlFileSize(uint32_t max_mrs) {
+  return sizeof(ControlHeader) + size_t{max_mrs} * sizeof(MrEntry) +
+         size_t{kMaxQps} * sizeof(QpEntry);
+}
+
+// Typed pointers into one mapped control file (ours or a peer's).
+struct ControlView {
+  ControlHeader* header = nullptr;
+  MrEntry* mrs = nullptr;
+  QpEntry* qps = nullptr;
+  uint32_t max_mrs = 0;
+
+  static ControlView over(void* base, uint32_t max_mrs) {
+    ControlView v;
+    auto* bytes = static_cast<uint8_t*>(base);
+    v.header = reinterpret_cast<ControlHeader*>(bytes);
+    v.mrs = reinterpret_cast<MrEntry*>(bytes + sizeof(ControlHeader));
+    v.qps = reinterpret_cast<QpEntry*>(bytes + sizeof(ControlHeader) +
+                                       size_t{max_mrs} * sizeof(MrEntry));
+    v.max_mrs = max_mrs;
+    return v;
+  }
+  bool valid() const noexcept { return header != nullptr; }
+};
+
+// A consistent copy of one MR entry.
+struct MrSnapshot {
+  uint32_t key = 0;
+  uint64_t addr = 0;
+  uint64_t length = 0;
+  uint32_t access = 0;
+  uint32_t shm_id = 0;
+  uint64_t shm_offset = 0;
+  uint64_t shm_length = 0;
+};
+
+inline uint32_t mrSlotOf(uint32_t key) noexcept {
+  return key & (kMaxMrs - 1);
+}
+inline uint32_t qpSlotOf(uint32_t qp_num) noexcept {
+  return qp_num & (kMaxQps - 1);
+}
+inline uint64_t qpWord(uint32_t qp_num, QpState s) noexcept {
+  return uint64_t{qp_num} << 8 | static_cast<uint8_t>(s);
+}
+
+// Reads the entry for `key`; false when the key is not (or no longer) registered.
+// Lock-free; retries while the owner rewrites the slot. A seq that stays odd (an
+// owner that died mid-write) reads as "not registered".
+bool readMr(const ControlView& view, uint32_t key, MrSnapshot* out) noexcept;
+
+// Owner side, serialised by the device's control mutex.
+void writeMr(MrEntry& entry, const MrSnapshot& value) noexcept;
+void clearMr(MrEntry& entry) noexcept;
+
+// PortIdentity.gid of a soft port: 't' 's' version device pid(4, LE) nonce(8, LE).
+struct SoftAddress {
+  uint32_t pid = 0;
+  uint64_t nonce = 0;
+  uint32_t device_index = 0;
+};
+PortIdentity encodeIdentity(const SoftAddress& a) noexcept;
+bool decodeIdentity(const PortIdentity& id, SoftAddress* out) noexcept;
+
+// File names inside shm_dir.
+// Start time of a process in clock ticks since boot (0 when unknown).
+uint64_t processStartTime(uint32_t pid) noexcept;
+
+std::string controlFileName(uint32_t pid, uint64_t nonce, uint32_t device_index);
+std::string memoryFileName(uint32_t pid, uint64_t nonce, uint32_t shm_id);
+inline constexpr const char* kFilePrefix = "tent-soft-";
+
+}  // namespace tent::fabric::soft

@@ -1,0 +1,296 @@
+// Soft provider: the QP state machine, hardware-like limits, ordering, flushes.
+#include <cerrno>
+#include <thread>
+
+#include "tests/fabric_soft/soft_test_util.h"
+
+namespace tent::fabric::soft::testing {
+namespace {
+
+class SoftQpTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    provider_ = makeProvider({softDevice("soft0")});
+    ASSERT_NE(provider_, nullptr);
+    dev_ = &provider_->device(0);
+  }
+  std::unique_ptr<Provider> provider_;
+  Device* dev_ = nullptr;
+};
+
+TEST_F(SoftQpTest, StateMachineFollowsVerbs) {
+  auto cq = std::move(dev_->createCq(16)).value();
+  auto qp = std::move(dev_->createQp({cq.get(), 4, 1})).value();
+  auto peer = std::move(dev_->createQp({cq.get(), 4, 1})).value();
+  EXPECT_NE(qp->qpNum(), 0u);
+  EXPECT_NE(qp->qpNum(), peer->qpNum());
+  EXPECT_EQ(qp->state(), QpState::kReset);
+  const QpRemote remote = remoteOf(*peer, *dev_);
+
+  EXPECT_EQ(qp->modifyToRtr(remote).code(), StatusCode::kFailedPrecondition);  // RESET -> RTR
+  EXPECT_EQ(qp->modifyToRts().code(), StatusCode::kFailedPrecondition);        // RESET -> RTS
+  ASSERT_TRUE(qp->modifyToInit().ok());
+  EXPECT_TRUE(qp->modifyToInit().ok());  // INIT -> INIT is legal
+  EXPECT_EQ(qp->state(), QpState::kInit);
+  EXPECT_EQ(qp->modifyToRts().code(), StatusCode::kFailedPrecondition);  // INIT -> RTS
+  ASSERT_TRUE(qp->modifyToRtr(remote).ok());
+  EXPECT_EQ(qp->state(), QpState::kRtr);
+  EXPECT_EQ(qp->modifyToRtr(remote).code(), StatusCode::kFailedPrecondition);
+  ASSERT_TRUE(qp->modifyToRts().ok());
+  EXPECT_EQ(qp->state(), QpState::kRts);
+  ASSERT_TRUE(qp->modifyToError().ok());
+  EXPECT_EQ(qp->state(), QpState::kError);
+  EXPECT_EQ(qp->modifyToInit().code(), StatusCode::kFailedPrecondition);  // ERR is final here
+}
+
+TEST_F(SoftQpTest, RtrRejectsARemoteThatIsNotASoftPort) {
+  auto cq = std::move(dev_->createCq(16)).value();
+  auto qp = std::move(dev_->createQp({cq.get(), 4, 1})).value();
+  ASSERT_TRUE(qp->modifyToInit().ok());
+  QpRemote remote;
+  remote.qp_num = 77;
+  remote.port.gid[0] = 0xfe;  // a link-local IB GID
+  EXPECT_EQ(qp->modifyToRtr(remote).code(), StatusCode::kInvalidArgument);
+  remote = remoteOf(*qp, *dev_);
+  remote.qp_num = 0;
+  EXPECT_EQ(qp->modifyToRtr(remote).code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(qp->state(), QpState::kInit);
+}
+
+TEST_F(SoftQpTest, PostOutsideRtsFailsWithEinval) {
+  auto p = QpPair::make(*dev_, *dev_, 4, 1, 16, /*connect=*/false);
+  GuardedBuffer src(*dev_, 64, kAllAccess), dst(*dev_, 64, kAllAccess);
+  Sge sge{src.addr(), 64, src.mr->lkey()};
+  SendWr wr = makeWr(1, WrOpcode::kRdmaWrite, &sge, 1, dst.addr(), dst.mr->rkey());
+  const SendWr* bad = nullptr;
+  EXPECT_EQ(p.a->postSend(&wr, &bad), EINVAL);  // RESET
+  EXPECT_EQ(bad, &wr);
+  ASSERT_TRUE(p.a->modifyToInit().ok());
+  EXPECT_EQ(p.a->postSend(&wr, &bad), EINVAL);  // INIT
+  ASSERT_TRUE(p.b->modifyToInit().ok());
+  ASSERT_TRUE(p.a->modifyToRtr(remoteOf(*p.b, *dev_)).ok());
+  EXPECT_EQ(p.a->postSend(&wr, &bad), EINVAL);  // RTR
+  ASSERT_TRUE(p.a->modifyToError().ok());
+  EXPECT_EQ(p.a->postSend(&wr, &bad), EINVAL);  // ERR
+  EXPECT_EQ(p.a->outstanding(), 0u);
+}
+
+TEST_F(SoftQpTest, CreateRejectsBadAttributes) {
+  auto cq = std::move(dev_->createCq(16)).value();
+  EXPECT_EQ(dev_->createQp({nullptr, 4, 1}).status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(dev_->createQp({cq.get(), 0, 1}).status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(dev_->createQp({cq.get(), 1u << 20, 1}).status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(dev_->createQp({cq.get(), 4, 1000}).status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(dev_->createCq(0).status().code(), StatusCode::kInvalidArgument);
+}
+
+TEST_F(SoftQpTest, SendQueueFullReturnsEnomemWithBadWr) {
+  auto p = QpPair::make(*dev_, *dev_, /*max_send_wr=*/4);
+  GuardedBuffer src(*dev_, 64, kAllAccess), dst(*dev_, 64, kAllAccess);
+  Sge sge{src.addr(), 64, src.mr->lkey()};
+  std::vector<SendWr> wrs(5);
+  for (size_t i = 0; i < wrs.size(); ++i) {
+    wrs[i] = makeWr(i, WrOpcode::kRdmaWrite, &sge, 1, dst.addr(), dst.mr->rkey());
+    if (i > 0) wrs[i - 1].next = &wrs[i];
+  }
+  const SendWr* bad = nullptr;
+  EXPECT_EQ(p.a->postSend(&wrs[0], &bad), ENOMEM);
+  EXPECT_EQ(bad, &wrs[4]);
+  EXPECT_EQ(p.a->outstanding(), 4u);
+  auto wcs = pollN(*p.cq_a, 4);
+  ASSERT_EQ(wcs.size(), 4u);
+  EXPECT_EQ(p.a->outstanding(), 0u);
+  EXPECT_EQ(p.a->postSend(&wrs[4], &bad), 0);  // room again
+  EXPECT_EQ(pollN(*p.cq_a, 1).size(), 1u);
+}
+
+TEST_F(SoftQpTest, TooManySgesReturnsEinval) {
+  auto p = QpPair::make(*dev_, *dev_, 4, /*max_sge=*/2);
+  GuardedBuffer src(*dev_, 64, kAllAccess), dst(*dev_, 64, kAllAccess);
+  Sge sges[3] = {{src.addr(), 8, src.mr->lkey()},
+                 {src.addr() + 8, 8, src.mr->lkey()},
+                 {src.addr() + 16, 8, src.mr->lkey()}};
+  SendWr wr = makeWr(1, WrOpcode::kRdmaWrite, sges, 3, dst.addr(), dst.mr->rkey());
+  const SendWr* bad = nullptr;
+  EXPECT_EQ(p.a->postSend(&wr, &bad), EINVAL);
+  EXPECT_EQ(bad, &wr);
+  wr.num_sge = 2;
+  EXPECT_EQ(p.a->postSend(&wr, &bad), 0);
+  EXPECT_EQ(pollN(*p.cq_a, 1).size(), 1u);
+}
+
+TEST_F(SoftQpTest, CqOverflowIsACqError) {
+  auto p = QpPair::make(*dev_, *dev_, 16, 1, /*cq_depth=*/4);
+  GuardedBuffer src(*dev_, 64, kAllAccess), dst(*dev_, 64, kAllAccess);
+  Sge sge{src.addr(), 64, src.mr->lkey()};
+  SendWr wr = makeWr(1, WrOpcode::kRdmaWrite, &sge, 1, dst.addr(), dst.mr->rkey());
+  for (int i = 0; i < 4; ++i) post(*p.a, wr);
+  EXPECT_EQ(pollN(*p.cq_a, 4).size(), 4u);  // exactly the depth: fine
+  for (int i = 0; i < 5; ++i) post(*p.a, wr);
+  WorkCompletion wc[8];
+  EXPECT_EQ(p.cq_a->poll(wc, 8), -1);
+  EXPECT_EQ(p.cq_a->poll(wc, 8), -1);  // a CQ error is permanent
+}
+
+TEST_F(SoftQpTest, UnsignaledWrsHoldTheirSlotUntilALaterSignaledOneIsPolled) {
+  auto p = QpPair::make(*dev_, *dev_, /*max_send_wr=*/4);
+  GuardedBuffer src(*dev_, 64, kAllAccess), dst(*dev_, 64, kAllAccess);
+  Sge sge{src.addr(), 64, src.mr->lkey()};
+  SendWr quiet = makeWr(1, WrOpcode::kRdmaWrite, &sge, 1, dst.addr(), dst.mr->rkey(), false);
+  SendWr loud = makeWr(2, WrOpcode::kRdmaWrite, &sge, 1, dst.addr(), dst.mr->rkey(), true);
+  for (int i = 0; i < 3; ++i) post(*p.a, quiet);
+  WorkCompletion wc[4];
+  EXPECT_EQ(p.cq_a->poll(wc, 4), 0);
+  EXPECT_EQ(p.a->outstanding(), 3u);  // completed, but their slots are not known to be free
+  post(*p.a, loud);
+  auto wcs = pollN(*p.cq_a, 1);
+  ASSERT_EQ(wcs.size(), 1u);
+  EXPECT_EQ(wcs[0].wr_id, 2u);
+  EXPECT_EQ(p.a->outstanding(), 0u);
+}
+
+TEST_F(SoftQpTest, CompletionsOfOneQpArriveInPostOrder) {
+  auto p = QpPair::make(*dev_, *dev_, 64);
+  GuardedBuffer src(*dev_, 1 << 16, kAllAccess), dst(*dev_, 1 << 16, kAllAccess);
+  src.fill(3);
+  std::vector<Sge> sges(32);
+  std::vector<SendWr> wrs(32);
+  for (uint32_t i = 0; i < 32; ++i) {
+    const uint32_t len = (i % 2) ? 2048 : 64;  // mixed sizes
+    sges[i] = {src.addr() + i * 2048, len, src.mr->lkey()};
+    wrs[i] =
+        makeWr(100 + i, WrOpcode::kRdmaWrite, &sges[i], 1, dst.addr() + i * 2048, dst.mr->rkey());
+    if (i > 0) wrs[i - 1].next = &wrs[i];
+  }
+  const SendWr* bad = nullptr;
+  ASSERT_EQ(p.a->postSend(&wrs[0], &bad), 0);
+  auto wcs = pollN(*p.cq_a, 32);
+  ASSERT_EQ(wcs.size(), 32u);
+  for (uint32_t i = 0; i < 32; ++i) {
+    EXPECT_EQ(wcs[i].wr_id, 100 + i);
+    EXPECT_EQ(wcs[i].status, WcStatus::kSuccess);
+    EXPECT_EQ(wcs[i].qp_num, p.a->qpNum());
+    EXPECT_EQ(wcs[i].byte_len, sges[i].length);
+    EXPECT_EQ(std::memcmp(dst.data() + i * 2048, src.data() + i * 2048, sges[i].length), 0);
+  }
+}
+
+TEST_F(SoftQpTest, ModifyToErrorFlushesOutstandingWrs) {
+  // A slow modeled link on an injected clock keeps WRs in flight.
+  ManualClock clock;
+  auto provider = makeProvider({softDevice("slow", 8, 1000)}, clock.clock());
+  Device& dev = provider->device(0);
+  auto p = QpPair::make(dev, dev, 16);
+  GuardedBuffer src(dev, 4096, kAllAccess), dst(dev, 4096, kAllAccess);
+  Sge sge{src.addr(), 4096, src.mr->lkey()};
+  SendWr wr = makeWr(1, WrOpcode::kRdmaWrite, &sge, 1, dst.addr(), dst.mr->rkey());
+  post(*p.a, wr);  // visible at +4096 (bytes at 1 B/ns) + 1000
+  clock.advance(5096);
+  wr.wr_id = 2;
+  post(*p.a, wr);
+  wr.wr_id = 3;
+  post(*p.a, wr);
+  ASSERT_TRUE(p.a->modifyToError().ok());
+  EXPECT_EQ(p.a->outstanding(), 3u);
+  auto wcs = pollNow(*p.cq_a);
+  ASSERT_EQ(wcs.size(), 3u);
+  EXPECT_EQ(wcs[0].wr_id, 1u);
+  EXPECT_EQ(wcs[0].status, WcStatus::kSuccess);  // its CQE was already in the CQ
+  EXPECT_EQ(wcs[1].wr_id, 2u);
+  EXPECT_EQ(wcs[1].status, WcStatus::kFlushed);
+  EXPECT_EQ(wcs[2].wr_id, 3u);
+  EXPECT_EQ(wcs[2].status, WcStatus::kFlushed);
+  EXPECT_EQ(p.a->outstanding(), 0u);
+}
+
+TEST_F(SoftQpTest, AFailedWrMovesTheQpToErrorAndFlushesTheRestOfItsChain) {
+  auto p = QpPair::make(*dev_, *dev_, 16);
+  GuardedBuffer src(*dev_, 256, kAllAccess), dst(*dev_, 256, kAllAccess);
+  src.fill(9);
+  std::memset(dst.data(), 0, dst.length());
+  Sge sges[3] = {{src.addr(), 64, src.mr->lkey()},
+                 {src.addr() + 64, 64, src.mr->lkey()},
+                 {src.addr() + 128, 64, src.mr->lkey()}};
+  SendWr wrs[3] = {makeWr(1, WrOpcode::kRdmaWrite, &sges[0], 1, dst.addr(), dst.mr->rkey()),
+                   makeWr(2, WrOpcode::kRdmaWrite, &sges[1], 1, dst.addr() + 64, 0xdead),
+                   makeWr(3, WrOpcode::kRdmaWrite, &sges[2], 1, dst.addr() + 128, dst.mr->rkey())};
+  wrs[0].next = &wrs[1];
+  wrs[1].next = &wrs[2];
+  const SendWr* bad = nullptr;
+  ASSERT_EQ(p.a->postSend(&wrs[0], &bad), 0);
+  auto wcs = pollN(*p.cq_a, 3);
+  ASSERT_EQ(wcs.size(), 3u);
+  EXPECT_EQ(wcs[0].status, WcStatus::kSuccess);
+  EXPECT_EQ(wcs[1].status, WcStatus::kRemoteAccess);
+  EXPECT_EQ(wcs[2].status, WcStatus::kFlushed);
+  EXPECT_EQ(p.a->state(), QpState::kError);
+  EXPECT_TRUE(dst.holds(9, 0, 64));
+  for (size_t i = 64; i < 256; ++i) ASSERT_EQ(dst.data()[i], 0) << i;  // WR 3 never ran
+  EXPECT_EQ(p.a->postSend(&wrs[2], &bad), EINVAL);
+}
+
+TEST_F(SoftQpTest, ResponderQpNotReadyGivesRetryExceeded) {
+  auto p = QpPair::make(*dev_, *dev_, 4, 1, 16, /*connect=*/false);
+  ASSERT_TRUE(p.b->modifyToInit().ok());  // the responder stays in INIT
+  ASSERT_TRUE(connectQp(*p.a, remoteOf(*p.b, *dev_)).ok());
+  GuardedBuffer src(*dev_, 64, kAllAccess), dst(*dev_, 64, kAllAccess);
+  auto wc = transferOne(p, WrOpcode::kRdmaWrite, src, dst.addr(), dst.mr->rkey(), 64);
+  EXPECT_EQ(wc.status, WcStatus::kRetryExceeded);
+  EXPECT_EQ(p.a->state(), QpState::kError);
+}
+
+TEST_F(SoftQpTest, ResponderQpDestroyedGivesRetryExceeded) {
+  auto p = QpPair::make(*dev_, *dev_, 4);
+  p.b.reset();
+  GuardedBuffer src(*dev_, 64, kAllAccess), dst(*dev_, 64, kAllAccess);
+  auto wc = transferOne(p, WrOpcode::kRdmaWrite, src, dst.addr(), dst.mr->rkey(), 64);
+  EXPECT_EQ(wc.status, WcStatus::kRetryExceeded);
+}
+
+TEST_F(SoftQpTest, PosterAndPollerOnDifferentThreads) {
+  constexpr uint64_t kWrs = 20000;
+  auto p = QpPair::make(*dev_, *dev_, 8);
+  GuardedBuffer src(*dev_, 64, kAllAccess), dst(*dev_, 64, kAllAccess);
+  src.fill(1);
+  Sge sge{src.addr(), 64, src.mr->lkey()};
+  std::atomic<bool> poll_failed{false};
+  std::vector<uint64_t> seen;
+  seen.reserve(kWrs);
+  std::thread poller([&] {
+    WorkCompletion wc[8];
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+    while (seen.size() < kWrs && std::chrono::steady_clock::now() < deadline) {
+      const int n = p.cq_a->poll(wc, 8);
+      if (n < 0) {
+        poll_failed = true;
+        return;
+      }
+      for (int i = 0; i < n; ++i) {
+        if (wc[i].status != WcStatus::kSuccess) poll_failed = true;
+        seen.push_back(wc[i].wr_id);
+      }
+      if (n == 0) std::this_thread::yield();
+    }
+  });
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+  for (uint64_t i = 0; i < kWrs && std::chrono::steady_clock::now() < deadline;) {
+    SendWr wr = makeWr(i, WrOpcode::kRdmaWrite, &sge, 1, dst.addr(), dst.mr->rkey());
+    const SendWr* bad = nullptr;
+    const int rc = p.a->postSend(&wr, &bad);
+    if (rc == ENOMEM) {
+      std::this_thread::yield();
+      continue;
+    }
+    ASSERT_EQ(rc, 0);
+    ++i;
+  }
+  poller.join();
+  EXPECT_FALSE(poll_failed);
+  ASSERT_EQ(seen.size(), kWrs);
+  for (uint64_t i = 0; i < kWrs; ++i) ASSERT_EQ(seen[i], i);
+  EXPECT_TRUE(dst.holds(1));
+  EXPECT_EQ(p.a->outstanding(), 0u);
+}
+
+}  // namespace
+}  // namespace tent::fabric::soft::testing
