@@ -1,0 +1,160 @@
+// Control path of the public API: engine construction, memory, segments, batches.
+#include "engine/api/engine_impl.h"
+
+#include "tent/log.h"
+
+namespace tent {
+
+Result<std::unique_ptr<TransferEngineImpl>> TransferEngineImpl::create(
+    std::shared_ptr<const config::Config> config) {
+  std::unique_ptr<TransferEngineImpl> e(new TransferEngineImpl());
+  e->config_ = std::move(config);
+  TENT_RETURN_IF_ERROR(config::applyLogConfig(e->config_->log));
+  auto topo = topology::Topology::load(e->config_->topology);
+  if (!topo.ok()) return topo.status().withContext("topology");
+  e->topology_ = std::make_unique<topology::Topology>(std::move(topo).value());
+  auto provider = fabric::createProvider(e->config_->fabric, *e->topology_);
+  if (!provider.ok()) return provider.status().withContext("fabric");
+  e->provider_ = std::move(provider).value();
+  std::vector<topology::RailDevice> devices;
+  for (size_t i = 0; i < e->provider_->deviceCount(); ++i) {
+    const auto& info = e->provider_->device(i).info();
+    devices.push_back({info.name, info.numa_node, info.pci, {}});
+  }
+  e->rails_ = std::make_unique<topology::RailMap>(topology::RailMap::build(devices, *e->topology_));
+  auto transport = rdma::RdmaTransport::create(e->config_, *e->provider_, *e->rails_);
+  if (!transport.ok()) return transport.status();
+  e->transport_ = std::move(transport).value();
+  TENT_INFO(kEngine, "engine %s up: provider %s, %zu devices", e->transport_->segmentName().c_str(),
+            std::string(e->provider_->name()).c_str(), e->provider_->deviceCount());
+  return e;
+}
+
+TransferEngineImpl::~TransferEngineImpl() {
+  transport_.reset();  // stops pollers and the control thread before memory goes
+  for (auto& [addr, length] : allocations_) (void)provider_->freeMemory(addr, length);
+}
+
+Result<void*> TransferEngineImpl::allocateLocalMemory(size_t length, const Location& location) {
+  if (length == 0) return Status::InvalidArgument("allocate: zero length");
+  int numa = -1;
+  if (location.rfind("cpu:", 0) == 0) numa = std::atoi(location.c_str() + 4);
+  auto mem = provider_->allocateMemory(length, numa);
+  if (!mem.ok()) return mem.status();
+  Status s = transport_->registerBuffer(*mem, length, location, true);
+  if (!s.ok()) {
+    (void)provider_->freeMemory(*mem, length);
+    return s;
+  }
+  std::lock_guard<std::mutex> lock(alloc_mu_);
+  allocations_[*mem] = length;
+  return *mem;
+}
+
+Status TransferEngineImpl::freeLocalMemory(void* addr) {
+  size_t length = 0;
+  {
+    std::lock_guard<std::mutex> lock(alloc_mu_);
+    auto it = allocations_.find(addr);
+    if (it == allocations_.end())
+      return Status::NotFound("free: memory was not allocated by allocateLocalMemory");
+    length = it->second;
+    allocations_.erase(it);
+  }
+  (void)transport_->unregisterBuffer(addr, nullptr, nullptr);
+  return provider_->freeMemory(addr, length);
+}
+
+Status TransferEngineImpl::registerLocalMemory(void* addr, size_t length,
+                                               const Location& location) {
+  return transport_->registerBuffer(addr, length, location, false);
+}
+
+Status TransferEngineImpl::unregisterLocalMemory(void* addr) {
+  bool engine_allocated = false;
+  size_t length = 0;
+  TENT_RETURN_IF_ERROR(transport_->unregisterBuffer(addr, &engine_allocated, &length));
+  if (engine_allocated) {  // keep it registered: freeLocalMemory owns that memory
+    (void)transport_->registerBuffer(addr, length, "*", true);
+    return Status::FailedPrecondition(
+        "unregister: memory from allocateLocalMemory; use freeLocalMemory");
+  }
+  return Status::OK();
+}
+
+Result<SegmentId> TransferEngineImpl::openSegment(const std::string& name) {
+  return transport_->openSegment(name);
+}
+
+Status TransferEngineImpl::closeSegment(SegmentId id) {
+  return transport_->closeSegment(id);
+}
+
+Result<std::vector<SegmentBufferInfo>> TransferEngineImpl::segmentBuffers(SegmentId id) {
+  return transport_->segmentBuffers(id);
+}
+
+bool TransferEngineImpl::Batch::busy() const noexcept {
+  size_t n = count.load(std::memory_order_acquire);
+  for (size_t i = 0; i < n && i < capacity; ++i)
+    if (tasks[i].slices_left.load(std::memory_order_acquire) != 0) return true;
+  return false;
+}
+
+Result<BatchId> TransferEngineImpl::allocateBatch(size_t capacity) {
+  if (capacity == 0 || capacity > config_->workers.max_batch_capacity)
+    return Status::InvalidArgument("batch capacity must be in [1, " +
+                                   std::to_string(config_->workers.max_batch_capacity) + "]");
+  reapGraveyard();
+  auto batch = std::make_shared<Batch>();
+  batch->id = next_batch_.fetch_add(1);
+  batch->capacity = capacity;
+  batch->tasks = std::make_unique<rdma::RdmaTask[]>(capacity);
+  BatchMap::accessor a;
+  batches_.insert(a, batch->id);
+  a->second = batch;
+  return batch->id;
+}
+
+Status TransferEngineImpl::freeBatch(BatchId id) {
+  std::shared_ptr<Batch> batch;
+  {
+    BatchMap::accessor a;
+    if (!batches_.find(a, id))
+      return Status::NotFound("batch " + std::to_string(id) + " is unknown");
+    batch = a->second;
+    batches_.erase(a);
+  }
+  // Slices still in flight reference the tasks: keep the batch until they drain.
+  if (batch->busy()) {
+    std::lock_guard<std::mutex> lock(graveyard_mu_);
+    graveyard_.push_back(std::move(batch));
+  }
+  reapGraveyard();
+  return Status::OK();
+}
+
+void TransferEngineImpl::reapGraveyard() {
+  std::lock_guard<std::mutex> lock(graveyard_mu_);
+  std::erase_if(graveyard_, [](const auto& b) { return !b->busy(); });
+}
+
+std::shared_ptr<TransferEngineImpl::Batch> TransferEngineImpl::findBatch(BatchId id) const {
+  BatchMap::const_accessor a;
+  if (!batches_.find(a, id)) return nullptr;
+  return a->second;
+}
+
+rdma::RdmaTask* TransferEngineImpl::taskFor(BatchId id, size_t task_id) {
+  auto batch = findBatch(id);
+  if (!batch || task_id >= batch->count.load()) return nullptr;
+  return &batch->tasks[task_id];
+}
+
+EngineStats TransferEngineImpl::stats() const {
+  EngineStats out;
+  transport_->fillStats(&out);
+  return out;
+}
+
+}  // namespace tent

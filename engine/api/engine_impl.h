@@ -1,0 +1,80 @@
+// TransferEngineImpl: the public API over the RDMA transport. Owns the config,
+// topology, fabric provider, rail map, transport and the batch table.
+#pragma once
+
+#include <atomic>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <vector>
+
+#include <tbb/concurrent_hash_map.h>
+
+#include "config/config.h"
+#include "engine/fabric/fabric.h"
+#include "engine/rdma/rdma_task.h"
+#include "engine/rdma/rdma_transport.h"
+#include "tent/transfer_engine.h"
+#include "topology/rail_map.h"
+#include "topology/topology.h"
+
+namespace tent {
+
+class TransferEngineImpl final : public TransferEngine {
+ public:
+  static Result<std::unique_ptr<TransferEngineImpl>> create(
+      std::shared_ptr<const config::Config> config);
+  ~TransferEngineImpl() override;
+
+  std::string segmentName() const override { return transport_->segmentName(); }
+  Result<void*> allocateLocalMemory(size_t length, const Location& location) override;
+  Status freeLocalMemory(void* addr) override;
+  Status registerLocalMemory(void* addr, size_t length, const Location& location) override;
+  Status unregisterLocalMemory(void* addr) override;
+  Result<SegmentId> openSegment(const std::string& name) override;
+  Status closeSegment(SegmentId id) override;
+  Result<std::vector<SegmentBufferInfo>> segmentBuffers(SegmentId id) override;
+  Result<BatchId> allocateBatch(size_t capacity) override;
+  Status freeBatch(BatchId batch) override;
+  Status submitTransfer(BatchId batch, std::span<const Request> requests) override;
+  Result<TransferStatus> getTransferStatus(BatchId batch, size_t task_id) override;
+  Result<TransferStatus> getBatchTransferStatus(BatchId batch) override;
+  Status cancelTransfer(BatchId batch, size_t task_id) override;
+  Result<TransferStatus> waitTransfer(BatchId batch, size_t task_id, uint64_t timeout_ns) override;
+  EngineStats stats() const override;
+
+  // Internal (tests, tools): submit with a device mask (bit i = device i).
+  Status submitTransferWithMask(BatchId batch, std::span<const Request> requests, uint64_t mask);
+  rdma::RdmaTransport& transport() noexcept { return *transport_; }
+  const config::Config& config() const noexcept { return *config_; }
+  // The task object behind (batch, task id), or nullptr (tests).
+  rdma::RdmaTask* taskFor(BatchId batch, size_t task_id);
+
+ private:
+  struct Batch {
+    BatchId id = 0;
+    size_t capacity = 0;
+    std::unique_ptr<rdma::RdmaTask[]> tasks;
+    std::atomic<size_t> count{0};
+    bool busy() const noexcept;  // some task still has slices in flight
+  };
+  TransferEngineImpl() = default;
+  std::shared_ptr<Batch> findBatch(BatchId id) const;
+  void reapGraveyard();
+
+  std::shared_ptr<const config::Config> config_;
+  std::unique_ptr<topology::Topology> topology_;
+  std::unique_ptr<fabric::Provider> provider_;
+  std::unique_ptr<topology::RailMap> rails_;
+  std::unique_ptr<rdma::RdmaTransport> transport_;
+
+  using BatchMap = tbb::concurrent_hash_map<BatchId, std::shared_ptr<Batch>>;
+  BatchMap batches_;
+  std::atomic<BatchId> next_batch_{1};
+  std::mutex graveyard_mu_;
+  std::vector<std::shared_ptr<Batch>> graveyard_;  // freed while slices were in flight
+  std::mutex alloc_mu_;
+  std::map<void*, size_t> allocations_;  // engine-allocated memory
+};
+
+}  // namespace tent

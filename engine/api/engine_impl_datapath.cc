@@ -1,0 +1,93 @@
+// Datapath of the public API: submission and status, on caller threads.
+#include "engine/api/engine_impl.h"
+#include "lcore/idle.h"
+
+namespace tent {
+
+Status TransferEngineImpl::submitTransfer(BatchId batch, std::span<const Request> requests) {
+  return submitTransferWithMask(batch, requests, ~0ull);
+}
+
+Status TransferEngineImpl::submitTransferWithMask(BatchId id, std::span<const Request> requests,
+                                                  uint64_t mask) {
+  auto batch = findBatch(id);
+  if (!batch) return Status::NotFound("batch " + std::to_string(id) + " is unknown");
+  if (requests.empty()) return Status::OK();
+  size_t start = batch->count.load(std::memory_order_relaxed);
+  do {
+    if (requests.size() > batch->capacity - start)
+      return Status::InvalidArgument(
+          "batch " + std::to_string(id) + " over capacity: " + std::to_string(start) + " tasks + " +
+          std::to_string(requests.size()) + " > " + std::to_string(batch->capacity));
+  } while (!batch->count.compare_exchange_weak(start, start + requests.size(),
+                                               std::memory_order_acq_rel));
+  rdma::RdmaTask* tasks = &batch->tasks[start];
+  Status s = transport_->submitTransferTasks(requests, tasks, mask);
+  if (!s.ok()) {
+    // Rejected requests keep their task ids and read INVALID.
+    for (size_t i = 0; i < requests.size(); ++i) {
+      auto initial = static_cast<uint8_t>(TransferState::INITIAL);
+      tasks[i].state.compare_exchange_strong(initial, static_cast<uint8_t>(TransferState::INVALID));
+    }
+  }
+  return s;
+}
+
+Result<TransferStatus> TransferEngineImpl::getTransferStatus(BatchId id, size_t task_id) {
+  auto batch = findBatch(id);
+  if (!batch) return Status::NotFound("batch " + std::to_string(id) + " is unknown");
+  if (task_id >= batch->count.load(std::memory_order_acquire))
+    return Status::OutOfRange("task " + std::to_string(task_id) + " not in batch " +
+                              std::to_string(id));
+  return transport_->getTransferStatus(batch->tasks[task_id]);
+}
+
+Result<TransferStatus> TransferEngineImpl::getBatchTransferStatus(BatchId id) {
+  auto batch = findBatch(id);
+  if (!batch) return Status::NotFound("batch " + std::to_string(id) + " is unknown");
+  TransferStatus total;
+  total.state = TransferState::COMPLETED;
+  bool pending = false, failed = false;
+  size_t n = batch->count.load(std::memory_order_acquire);
+  for (size_t i = 0; i < n; ++i) {
+    TransferStatus st = transport_->getTransferStatus(batch->tasks[i]);
+    total.transferred_bytes += st.transferred_bytes;
+    if (st.state == TransferState::PENDING || st.state == TransferState::INITIAL)
+      pending = true;
+    else if (st.state != TransferState::COMPLETED && !failed) {
+      failed = true;
+      total.state = st.state;  // the first failure
+    }
+  }
+  if (pending) total.state = TransferState::PENDING;
+  return total;
+}
+
+Status TransferEngineImpl::cancelTransfer(BatchId id, size_t task_id) {
+  auto batch = findBatch(id);
+  if (!batch) return Status::NotFound("batch " + std::to_string(id) + " is unknown");
+  if (task_id >= batch->count.load(std::memory_order_acquire))
+    return Status::OutOfRange("task " + std::to_string(task_id) + " not in batch " +
+                              std::to_string(id));
+  return transport_->cancel(batch->tasks[task_id]);
+}
+
+Result<TransferStatus> TransferEngineImpl::waitTransfer(BatchId id, size_t task_id,
+                                                        uint64_t timeout_ns) {
+  config::IdlePolicy policy;
+  policy.spin_polls = 64;
+  policy.pause_polls = 256;
+  policy.sleep_min_us = 1;
+  policy.sleep_max_us = 100;
+  lcore::IdleBackoff backoff(policy);
+  const uint64_t deadline = rdma::steadyNowNs() + timeout_ns;
+  for (;;) {
+    auto st = getTransferStatus(id, task_id);
+    if (!st.ok() || st->state != TransferState::PENDING) return st;
+    if (rdma::steadyNowNs() >= deadline)
+      return Status::Timeout("task " + std::to_string(task_id) + " still pending");
+    backoff.onIdle();
+  }
+}
+
+}  // namespace tent

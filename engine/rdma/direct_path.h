@@ -1,0 +1,74 @@
+// The direct path (the RFC): latency-sensitive requests posted by the caller onto
+// an idle per-context direct lane (a shallow direct QP per endpoint, completions on
+// the context's direct CQ), bypassing the worker queues. Every missing resource
+// declines the request, which then takes the worker path unchanged.
+#pragma once
+
+#include <array>
+#include <atomic>
+#include <cstdint>
+#include <vector>
+
+#include "engine/rdma/rdma_task.h"
+#include "tent/transfer_engine.h"
+
+namespace tent::rdma {
+
+class RdmaTransport;
+class RdmaContext;
+
+enum class DirectDecline : uint8_t {
+  kAccepted = 0,
+  kNotLatencySensitive,
+  kModeOff,
+  kOverSizeCap,
+  kUnresolvable,
+  kEndpointNotReady,  // includes a peer without a direct QP
+  kLaneBusy,
+  kPostFailed,
+};
+std::string_view toString(DirectDecline d) noexcept;
+
+struct DirectCounters {
+  std::atomic<uint64_t> attempted{0};
+  std::atomic<uint64_t> succeeded{0};
+  std::atomic<uint64_t> fallback_lane_busy{0};
+  std::atomic<uint64_t> fallback_endpoint_not_ready{0};
+  std::atomic<uint64_t> fallback_unresolvable{0};
+  std::atomic<uint64_t> fallback_over_size_cap{0};
+  std::atomic<uint64_t> fallback_mode_off{0};
+  std::atomic<uint64_t> post_failures{0};
+  std::atomic<uint64_t> completion_errors{0};
+  std::atomic<uint64_t> timeouts{0};
+  static constexpr size_t kBuckets = 40;
+  std::array<std::atomic<uint64_t>, kBuckets> latency{};
+};
+
+class DirectPath {
+ public:
+  explicit DirectPath(RdmaTransport& transport) : transport_(transport) {}
+
+  // Is the request latency-sensitive under the configured mode?
+  bool wantsDirect(const Request& req) const noexcept;
+  // Posts the task on direct lanes or declines (nothing posted, no lane held).
+  DirectDecline trySubmitDirect(RdmaTask& task, uint64_t now) noexcept;
+  // Polls the direct CQs of `contexts` (caller-driven or rail poller); handles each
+  // completion exactly once. Also expires direct slices past direct.timeout_ms.
+  unsigned pollContexts(const std::vector<RdmaContext*>& contexts) noexcept;
+  // Polls the contexts a pending direct task posted on.
+  unsigned pollTask(const RdmaTask& task) noexcept;
+
+  void fillStats(DirectPathStats* out) const;
+  const DirectCounters& counters() const noexcept { return counters_; }
+
+ private:
+  unsigned pollContext(RdmaContext& ctx, uint64_t now) noexcept;
+  void completeSlice(RdmaSlice* s, bool ok, uint64_t now) noexcept;
+  void expire(RdmaContext& ctx, uint64_t now) noexcept;
+  void countDecline(DirectDecline d) noexcept;
+
+  RdmaTransport& transport_;
+  DirectCounters counters_;
+};
+
+}  // namespace tent::rdma

@@ -1,0 +1,57 @@
+#include "engine/rdma/rdma_context.h"
+
+#include <algorithm>
+
+namespace tent::rdma {
+
+Status RdmaContext::init(const config::Config& config, uint32_t posting_pollers) {
+  lane_depth_ = std::clamp<uint32_t>(config.direct.qp_depth, 1, kMaxLaneDepth);
+  for (uint32_t p = 0; p < posting_pollers; ++p) {
+    auto cq = device_.createCq(config.workers.cq_depth);
+    if (!cq.ok()) return cq.status().withContext("data CQ on " + name());
+    data_cqs_.push_back(std::move(cq).value());
+  }
+  auto direct = device_.createCq(config.direct.cq_depth);
+  if (!direct.ok()) return direct.status().withContext("direct CQ on " + name());
+  direct_cq_ = std::move(direct).value();
+  auto passive = device_.createCq(64);
+  if (!passive.ok()) return passive.status().withContext("passive CQ on " + name());
+  passive_cq_ = std::move(passive).value();
+  return Status::OK();
+}
+
+bool RdmaContext::tryAcquireDirectLane(const RdmaTask* task) noexcept {
+  for (uint32_t i = 0; i < lane_depth_; ++i) {
+    const RdmaTask* idle = nullptr;
+    if (direct_lane_owner_[i].compare_exchange_strong(idle, task, std::memory_order_acq_rel))
+      return true;
+  }
+  return false;
+}
+
+bool RdmaContext::releaseDirectLane(const RdmaTask* task) noexcept {
+  for (uint32_t i = 0; i < lane_depth_; ++i) {
+    const RdmaTask* owner = task;
+    if (direct_lane_owner_[i].compare_exchange_strong(owner, nullptr, std::memory_order_acq_rel))
+      return true;
+  }
+  return false;
+}
+
+uint32_t RdmaContext::lanesInUse() const noexcept {
+  uint32_t n = 0;
+  for (uint32_t i = 0; i < lane_depth_; ++i)
+    n += direct_lane_owner_[i].load(std::memory_order_relaxed) != nullptr;
+  return n;
+}
+
+void RdmaContext::recordSliceError(uint32_t threshold, uint64_t pause_ns,
+                                   uint64_t now_ns) noexcept {
+  uint32_t streak = error_streak_.fetch_add(1, std::memory_order_relaxed) + 1;
+  if (threshold == 0 || streak < threshold) return;
+  error_streak_.store(0, std::memory_order_relaxed);
+  paused_until_ns_.store(now_ns + pause_ns, std::memory_order_relaxed);
+  pauses_.fetch_add(1, std::memory_order_relaxed);
+}
+
+}  // namespace tent::rdma

@@ -1,0 +1,84 @@
+#include "engine/rdma/rdma_task.h"
+
+namespace tent::rdma {
+
+void RdmaTask::reset(const Request& req, uint32_t slices) noexcept {
+  request = req;
+  transferred_bytes.store(0, std::memory_order_relaxed);
+  slice_count = slices;
+  slices_left.store(slices, std::memory_order_relaxed);
+  cancel_requested.store(false, std::memory_order_relaxed);
+  direct.store(false, std::memory_order_relaxed);
+  direct_contexts.store(0, std::memory_order_relaxed);
+  state.store(static_cast<uint8_t>(TransferState::PENDING), std::memory_order_release);
+}
+
+namespace {
+
+bool finishIfPending(RdmaTask& task, TransferState to) noexcept {
+  auto expected = static_cast<uint8_t>(TransferState::PENDING);
+  return task.state.compare_exchange_strong(expected, static_cast<uint8_t>(to),
+                                            std::memory_order_acq_rel);
+}
+
+TransferState errorState(SliceResult r) noexcept {
+  switch (r) {
+    case SliceResult::kTimeout:
+      return TransferState::TIMEOUT;
+    case SliceResult::kCanceled:
+      return TransferState::CANCELED;
+    default:
+      return TransferState::FAILED;
+  }
+}
+
+}  // namespace
+
+bool updateSliceStatus(RdmaTask& task, uint64_t bytes, SliceResult result) noexcept {
+  bool finished = false;
+  if (result == SliceResult::kSuccess) {
+    task.transferred_bytes.fetch_add(bytes, std::memory_order_relaxed);
+  } else {
+    finished = finishIfPending(task, errorState(result));
+  }
+  // acq_rel: the last slice sees every other slice's byte count before completing.
+  if (task.slices_left.fetch_sub(1, std::memory_order_acq_rel) == 1)
+    finished = finishIfPending(task, TransferState::COMPLETED) || finished;
+  return finished;
+}
+
+SlicePool::SlicePool(uint32_t capacity) : slices_(capacity), head_(0), available_(capacity) {
+  for (uint32_t i = 0; i < capacity; ++i)
+    slices_[i].free_next.store(i + 1 < capacity ? i + 1 : kNil, std::memory_order_relaxed);
+  head_.store(capacity ? 0 : kNil, std::memory_order_relaxed);
+}
+
+RdmaSlice* SlicePool::allocate() noexcept {
+  uint64_t head = head_.load(std::memory_order_acquire);
+  for (;;) {
+    uint32_t index = static_cast<uint32_t>(head);
+    if (index == kNil) return nullptr;
+    uint32_t next = slices_[index].free_next.load(std::memory_order_relaxed);
+    uint64_t tagged = ((head >> 32) + 1) << 32 | next;  // the tag defeats ABA
+    if (head_.compare_exchange_weak(head, tagged, std::memory_order_acq_rel)) {
+      available_.fetch_sub(1, std::memory_order_relaxed);
+      return &slices_[index];
+    }
+  }
+}
+
+void SlicePool::release(RdmaSlice* slice) noexcept {
+  uint32_t index = static_cast<uint32_t>(slice - slices_.data());
+  slice->task = nullptr;
+  slice->endpoint = nullptr;
+  slice->next = slice->prev = nullptr;
+  uint64_t head = head_.load(std::memory_order_relaxed);
+  for (;;) {
+    slice->free_next.store(static_cast<uint32_t>(head), std::memory_order_relaxed);
+    uint64_t tagged = ((head >> 32) + 1) << 32 | index;
+    if (head_.compare_exchange_weak(head, tagged, std::memory_order_acq_rel)) break;
+  }
+  available_.fetch_add(1, std::memory_order_relaxed);
+}
+
+}  // namespace tent::rdma

@@ -1,0 +1,107 @@
+// RdmaTask (one request) and RdmaSlice (one WR's worth of it), and the
+// preallocated slice pool. updateSliceStatus() is the one place that accounts
+// bytes and finishes a task: exactly once, the first error wins.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "engine/fabric/fabric.h"
+#include "tent/transfer_engine.h"
+#include "topology/rail_map.h"
+
+namespace tent::rdma {
+
+class RdmaEndPoint;
+struct LocalBuffer;
+struct LocalBufferTable;
+struct PeerSegment;
+
+namespace metadata_fwd {}
+
+enum class SliceResult : uint8_t { kSuccess = 0, kFailed, kTimeout, kCanceled };
+
+struct RdmaTask {
+  Request request;
+  std::atomic<uint8_t> state{static_cast<uint8_t>(TransferState::INITIAL)};
+  std::atomic<uint64_t> transferred_bytes{0};
+  // Slices not yet finalised. While non-zero the task (and its batch) stays alive:
+  // this is the task's reference count held by its slices.
+  std::atomic<uint32_t> slices_left{0};
+  uint32_t slice_count = 0;
+  std::atomic<bool> cancel_requested{false};
+
+  // Routing snapshot, immutable while slices run.
+  std::shared_ptr<const LocalBufferTable> local_table;
+  const LocalBuffer* local_buffer = nullptr;
+  std::shared_ptr<const PeerSegment> peer;
+  uint32_t target_buffer = 0;  // index into peer->descriptor.buffers
+  topology::LocationId location = topology::kAnyLocation;
+  uint64_t device_mask = ~0ull;
+  bool latency_sensitive = false;
+
+  // Direct path: the contexts whose lanes this task holds (bit = context index).
+  std::atomic<bool> direct{false};
+  std::atomic<uint64_t> direct_contexts{0};
+
+  TransferState loadState() const noexcept {
+    return static_cast<TransferState>(state.load(std::memory_order_acquire));
+  }
+  // Control path: readies a task for a new request with `slices` slices.
+  void reset(const Request& req, uint32_t slices) noexcept;
+};
+
+// One slice: a contiguous piece of a task carried by one WR.
+struct RdmaSlice {
+  RdmaTask* task = nullptr;
+  uint64_t source_addr = 0;
+  uint64_t target_addr = 0;
+  uint32_t length = 0;
+  fabric::WrOpcode opcode = fabric::WrOpcode::kRdmaWrite;
+  uint16_t local_device = 0;
+  uint16_t peer_device = 0;
+  uint16_t retries = 0;
+  uint16_t rr_hint = 0;  // slice index within its task: spreads devices round-robin
+  bool direct = false;
+  // Set when the slice's status was reported before its WR completed (software
+  // timeout, cancel): the WR's completion then only frees the slice.
+  bool reported = false;
+  SegmentId segment = 0;
+  RdmaEndPoint* endpoint = nullptr;  // where the WR was posted
+  uint32_t qp_index = 0;
+  uint64_t enqueue_ns = 0;
+  uint64_t post_ns = 0;
+  // Intrusive links (pending / in-flight lists of the poller that owns the slice).
+  RdmaSlice* next = nullptr;
+  RdmaSlice* prev = nullptr;
+  std::atomic<uint32_t> free_next{0};  // pool free list
+};
+
+// Accounts one finished slice. Success adds its bytes; an error moves a pending task
+// to FAILED/TIMEOUT (the first error wins); the last slice completes a still-pending
+// task. Returns true when this call finished the task. Thread-safe, lock-free.
+bool updateSliceStatus(RdmaTask& task, uint64_t bytes, SliceResult result) noexcept;
+
+// Fixed pool of slices with a lock-free (tagged Treiber stack) free list:
+// allocation on the datapath is a CAS, never a malloc.
+class SlicePool {
+ public:
+  explicit SlicePool(uint32_t capacity);
+  SlicePool(const SlicePool&) = delete;
+  SlicePool& operator=(const SlicePool&) = delete;
+
+  RdmaSlice* allocate() noexcept;  // nullptr when exhausted
+  void release(RdmaSlice* slice) noexcept;
+  uint32_t capacity() const noexcept { return static_cast<uint32_t>(slices_.size()); }
+  uint32_t available() const noexcept { return available_.load(std::memory_order_relaxed); }
+
+ private:
+  static constexpr uint32_t kNil = 0xffffffffu;
+  std::vector<RdmaSlice> slices_;
+  std::atomic<uint64_t> head_;  // tag << 32 | index
+  std::atomic<uint32_t> available_;
+};
+
+}  // namespace tent::rdma

@@ -1,0 +1,200 @@
+// Submission, routing and status: runs on caller threads and pollers. No
+// allocation and no blocking, except that a target range missing from a cached
+// descriptor takes the control path once to refetch it (rate-limited).
+#include <thread>
+
+#include "engine/rdma/direct_path.h"
+#include "engine/rdma/rdma_transport.h"
+#include "engine/rdma/slicing.h"
+#include "tent/log.h"
+
+namespace tent::rdma {
+
+namespace {
+
+std::string hexRange(const void* addr, uint64_t len) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "[%p, +%lu)", addr, static_cast<unsigned long>(len));
+  return buf;
+}
+
+thread_local uint32_t tls_rr = 0;
+
+}  // namespace
+
+Status RdmaTransport::resolveRequest(const Request& req, size_t index, RdmaTask& task,
+                                     const std::shared_ptr<const LocalBufferTable>& local,
+                                     uint64_t device_mask) {
+  // Messages are built only on failure: the accepted path allocates nothing.
+  auto where = [index] { return "request " + std::to_string(index) + ": "; };
+  if (req.length == 0) return Status::InvalidArgument(where() + "zero length");
+  if (req.opcode != OpCode::READ && req.opcode != OpCode::WRITE)
+    return Status::InvalidArgument(where() + "unknown opcode");
+  auto source = reinterpret_cast<uint64_t>(req.source);
+  const LocalBuffer* lb = req.source ? local->find(source, req.length) : nullptr;
+  if (!lb)
+    return Status::InvalidArgument(where() + "source " + hexRange(req.source, req.length) +
+                                   " is not inside registered local memory");
+  auto peer = segment(req.target_id);
+  if (!peer)
+    return Status::NotFound(where() + "segment " + std::to_string(req.target_id) + " is not open");
+  const auto* tb = peer->descriptor.findBuffer(req.target_offset, req.length);
+  if (!tb && refreshSegment(req.target_id, false).ok()) {  // the peer may have registered more
+    peer = segment(req.target_id);
+    tb = peer ? peer->descriptor.findBuffer(req.target_offset, req.length) : nullptr;
+  }
+  if (!tb)
+    return Status::OutOfRange(where() + "target " +
+                              hexRange(reinterpret_cast<void*>(req.target_offset), req.length) +
+                              " is not inside the peer's registered memory");
+  topology::LocationId location = topology::kAnyLocation;
+  (void)topology::bufferLocationForRange(local->layouts, source, req.length, &location);
+  task.local_table = local;
+  task.local_buffer = lb;
+  task.target_buffer = static_cast<uint32_t>(tb - peer->descriptor.buffers.data());
+  task.peer = std::move(peer);
+  task.location = location;
+  task.device_mask = device_mask;
+  task.latency_sensitive = direct_->wantsDirect(req);
+  return Status::OK();
+}
+
+Status RdmaTransport::submitTransferTasks(std::span<const Request> requests, RdmaTask* tasks,
+                                          uint64_t device_mask) {
+  auto local = local_table_.load();
+  for (size_t i = 0; i < requests.size(); ++i) {
+    tasks[i].request = requests[i];
+    TENT_RETURN_IF_ERROR(resolveRequest(requests[i], i, tasks[i], local, device_mask));
+  }
+  uint64_t now = steadyNowNs();
+  size_t starved = 0;
+  for (size_t i = 0; i < requests.size(); ++i) {
+    RdmaTask& task = tasks[i];
+    if (task.latency_sensitive && direct_->trySubmitDirect(task, now) == DirectDecline::kAccepted)
+      continue;
+    if (!submitWorker(task, now).ok()) ++starved;
+  }
+  if (starved)
+    return Status::ResourceExhausted(std::to_string(starved) +
+                                     " tasks failed: slice pool or poller rings exhausted");
+  return Status::OK();
+}
+
+Status RdmaTransport::submitWorker(RdmaTask& task, uint64_t now) noexcept {
+  const Request& req = task.request;
+  const uint64_t block = config_->workers.block_size;
+  const uint64_t count = sliceCount(req.length, block);
+  task.reset(req, static_cast<uint32_t>(count));
+  worker_tasks_.fetch_add(1, std::memory_order_relaxed);
+  const uint32_t rr = tls_rr++;
+  bool starved = false;
+  for (uint64_t k = 0; k < count; ++k) {
+    RdmaSlice* s = starved ? nullptr : slice_pool_->allocate();
+    if (!s) {  // account the slices we cannot carry: the task fails, nothing leaks
+      starved = true;
+      updateSliceStatus(task, 0, SliceResult::kFailed);
+      continue;
+    }
+    uint64_t off = 0, len = 0;
+    sliceRange(req.length, block, k, &off, &len);
+    s->task = &task;
+    s->source_addr = reinterpret_cast<uint64_t>(req.source) + off;
+    s->target_addr = req.target_offset + off;
+    s->length = static_cast<uint32_t>(len);
+    s->opcode =
+        req.opcode == OpCode::READ ? fabric::WrOpcode::kRdmaRead : fabric::WrOpcode::kRdmaWrite;
+    s->segment = req.target_id;
+    s->retries = 0;
+    s->rr_hint = static_cast<uint16_t>(rr + k);
+    s->direct = false;
+    s->reported = false;
+    s->endpoint = nullptr;
+    s->enqueue_ns = now;
+    if (!routeSlice(*s, now)) {
+      finishSlice(s, SliceResult::kFailed);
+      continue;
+    }
+    if (!enqueueSlice(task, s)) starved = true;
+  }
+  return starved ? Status::ResourceExhausted("starved") : Status::OK();
+}
+
+SlicePoller* RdmaTransport::pollerFor(const RdmaTask& task, const RdmaSlice& slice) noexcept {
+  // Latency-sensitive fallbacks go to their context's rail poller, never behind bulk.
+  if (task.latency_sensitive) return rail_of_context_[slice.local_device];
+  return background_[slice.rr_hint % background_.size()];
+}
+
+bool RdmaTransport::enqueueSlice(RdmaTask& task, RdmaSlice* s) noexcept {
+  SlicePoller* p = pollerFor(task, *s);
+  if (task.latency_sensitive) p->countForeground();
+  // Rings full: the pollers are draining them; wait a bounded time (backpressure).
+  const uint64_t give_up = steadyNowNs() + 1000000000ull;
+  while (p->enqueue(&s, 1) == 0) {
+    if (runtime_->manual() || steadyNowNs() > give_up) {
+      finishSlice(s, SliceResult::kFailed);
+      return false;
+    }
+    std::this_thread::yield();
+  }
+  return true;
+}
+
+uint64_t RdmaTransport::pausedMask(uint64_t now) const noexcept {
+  uint64_t mask = 0;
+  for (size_t i = 0; i < contexts_.size(); ++i)
+    if (contexts_[i]->paused(now)) mask |= 1ull << i;
+  return mask;
+}
+
+bool RdmaTransport::routeSlice(RdmaSlice& s, uint64_t now) noexcept {
+  const RdmaTask& task = *s.task;
+  uint32_t candidates[kMaxDevices];
+  size_t n = localCandidates(rails_, task.location, task.device_mask, pausedMask(now), candidates,
+                             kMaxDevices);
+  if (n == 0) return false;
+  uint32_t local = candidates[(s.rr_hint + s.retries) % n];
+  const auto& tb = task.peer->descriptor.buffers[task.target_buffer];
+  const auto& region = regionAt(tb, s.target_addr);
+  int peer = choosePeerDevice(task.peer->same_name, local, region.rank0,
+                              static_cast<uint32_t>(task.peer->descriptor.devices.size()),
+                              s.rr_hint + s.retries);
+  if (peer < 0) return false;
+  s.local_device = static_cast<uint16_t>(local);
+  s.peer_device = static_cast<uint16_t>(peer);
+  return true;
+}
+
+void RdmaTransport::finishSlice(RdmaSlice* s, SliceResult result) noexcept {
+  if (!s->reported)
+    updateSliceStatus(*s->task, result == SliceResult::kSuccess ? s->length : 0, result);
+  slice_pool_->release(s);
+}
+
+TransferStatus RdmaTransport::getTransferStatus(RdmaTask& task) noexcept {
+  if (task.direct.load(std::memory_order_acquire) && task.loadState() == TransferState::PENDING)
+    direct_->pollTask(task);
+  TransferStatus st;
+  st.state = task.loadState();
+  st.transferred_bytes = task.transferred_bytes.load(std::memory_order_relaxed);
+  return st;
+}
+
+Status RdmaTransport::cancel(RdmaTask& task) {
+  task.cancel_requested.store(true, std::memory_order_release);
+  auto pending = static_cast<uint8_t>(TransferState::PENDING);
+  task.state.compare_exchange_strong(pending, static_cast<uint8_t>(TransferState::CANCELED),
+                                     std::memory_order_acq_rel);
+  // Posted WRs drain through normal completion; a direct task's caller may poll.
+  if (task.direct.load(std::memory_order_acquire)) direct_->pollTask(task);
+  return Status::OK();
+}
+
+RdmaEndPoint* RdmaTransport::getEndpointForContextIndex(uint32_t context, SegmentId segment,
+                                                        uint32_t peer_device) noexcept {
+  RdmaEndPoint* ep = nullptr;
+  auto r = endpoints_.lookup(context, segment, peer_device, ~0ull, &ep);
+  return r == EndpointLookup::kReady ? ep : nullptr;
+}
+
+}  // namespace tent::rdma

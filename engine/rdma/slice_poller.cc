@@ -1,0 +1,32 @@
+#include "engine/rdma/slice_poller.h"
+
+#include "engine/rdma/rdma_transport.h"
+
+namespace tent::rdma {
+
+SlicePoller::SlicePoller(RdmaTransport& transport, uint32_t posting_index, Kind kind, size_t lcore)
+    : transport_(transport), posting_index_(posting_index), kind_(kind), lcore_(lcore) {
+  name_ = (kind == Kind::kRail ? "rail" : "background") + std::string("#") +
+          std::to_string(posting_index);
+}
+
+SlicePoller::~SlicePoller() = default;
+
+Status SlicePoller::init(uint32_t ring_size, uint32_t contexts) {
+  static std::atomic<uint32_t> serial{0};
+  auto ring = lcore::Ring<RdmaSlice>::create("tent_sp" + std::to_string(serial.fetch_add(1)),
+                                             ring_size, /*single_consumer=*/true);
+  if (!ring.ok()) return ring.status().withContext("poller ring");
+  ring_ = std::move(ring).value();
+  cq_inflight_.assign(contexts, 0);
+  return Status::OK();
+}
+
+unsigned SlicePoller::enqueue(RdmaSlice* const* slices, unsigned n) noexcept {
+  held_.fetch_add(n, std::memory_order_relaxed);
+  unsigned taken = ring_->enqueueBurst(slices, n);
+  if (taken < n) held_.fetch_sub(n - taken, std::memory_order_relaxed);
+  return taken;
+}
+
+}  // namespace tent::rdma

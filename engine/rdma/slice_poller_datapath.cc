@@ -1,0 +1,267 @@
+// The poller's run-to-completion pass: drain the ring into the pending list, post
+// pending slices in chains per QP within QP depth and CQ room, poll data CQs,
+// handle completions (retry on another device pair, or finish), and expire
+// slices past their software timeout. Nothing here blocks or allocates.
+#include "engine/rdma/direct_path.h"
+#include "engine/rdma/rdma_context.h"
+#include "engine/rdma/rdma_endpoint.h"
+#include "engine/rdma/rdma_transport.h"
+#include "engine/rdma/slice_poller.h"
+#include "tent/log.h"
+
+#include <cerrno>
+
+namespace tent::rdma {
+
+lcore::PollResult SlicePoller::poll_lc() noexcept {
+  uint64_t now = steadyNowNs();
+  unsigned work = drainRing_lc();
+  work += postPending_lc(now);
+  work += pollDataCqs_lc(now);
+  if (kind_ == Kind::kRail) work += transport_.direct().pollContexts(rail_contexts_);
+  if ((++passes_ & 63) == 0) checkTimeouts_lc(now);
+  return work ? lcore::PollResult::kBusy : lcore::PollResult::kIdle;
+}
+
+unsigned SlicePoller::drainRing_lc() noexcept {
+  RdmaSlice* burst[kMaxPost];
+  unsigned max = transport_.config().workers.burst;
+  if (max > kMaxPost) max = kMaxPost;
+  unsigned n = ring_->dequeueBurst_lc(burst, max);
+  for (unsigned i = 0; i < n; ++i) pushPending_lc(burst[i]);
+  return n;
+}
+
+void SlicePoller::pushPending_lc(RdmaSlice* s) noexcept {
+  s->next = nullptr;
+  if (pending_tail_)
+    pending_tail_->next = s;
+  else
+    pending_head_ = s;
+  pending_tail_ = s;
+}
+
+void SlicePoller::pushInflight_lc(RdmaSlice* s) noexcept {
+  s->next = nullptr;
+  s->prev = inflight_tail_;
+  if (inflight_tail_)
+    inflight_tail_->next = s;
+  else
+    inflight_head_ = s;
+  inflight_tail_ = s;
+}
+
+void SlicePoller::unlinkInflight_lc(RdmaSlice* s) noexcept {
+  if (s->prev)
+    s->prev->next = s->next;
+  else if (inflight_head_ == s)
+    inflight_head_ = s->next;
+  if (s->next)
+    s->next->prev = s->prev;
+  else if (inflight_tail_ == s)
+    inflight_tail_ = s->prev;
+  s->next = s->prev = nullptr;
+}
+
+unsigned SlicePoller::postPending_lc(uint64_t now) noexcept {
+  if (!pending_head_) return 0;
+  staged_ = 0;
+  chain_count_ = 0;
+  // Walk the pending list once: slices that cannot go now keep their order.
+  RdmaSlice* keep_head = nullptr;
+  RdmaSlice* keep_tail = nullptr;
+  RdmaSlice* s = pending_head_;
+  pending_head_ = pending_tail_ = nullptr;
+  unsigned handled = 0;
+  while (s) {
+    RdmaSlice* next = s->next;
+    if (staged_ < kMaxPost && stageSlice_lc(s, now)) {
+      ++handled;
+    } else if (s->task != nullptr) {  // still ours: keep waiting
+      s->next = nullptr;
+      if (keep_tail)
+        keep_tail->next = s;
+      else
+        keep_head = s;
+      keep_tail = s;
+    } else {
+      ++handled;  // finished (canceled, failed, timed out) and freed
+    }
+    s = next;
+  }
+  pending_head_ = keep_head;
+  pending_tail_ = keep_tail;
+  postChains_lc(now);
+  return handled;
+}
+
+// Returns true when the slice was staged for posting or finished; false to keep it
+// pending (endpoint handshaking, no QP/CQ room). A finished slice has task == nullptr.
+bool SlicePoller::stageSlice_lc(RdmaSlice* s, uint64_t now) noexcept {
+  const auto& wcfg = transport_.config().workers;
+  RdmaTask& task = *s->task;
+  if (task.cancel_requested.load(std::memory_order_acquire)) {
+    finish_lc(s, SliceResult::kCanceled);
+    return false;
+  }
+  if (now - s->enqueue_ns > uint64_t{wcfg.slice_timeout_ms} * 1000000) {
+    counters_.slice_timeouts.fetch_add(1, std::memory_order_relaxed);
+    finish_lc(s, SliceResult::kTimeout);
+    return false;
+  }
+  RdmaEndPoint* ep = nullptr;
+  auto found = transport_.endpoints().lookup(s->local_device, s->segment, s->peer_device,
+                                             s->enqueue_ns, &ep);
+  if (found == EndpointLookup::kConnecting) return false;
+  if (found != EndpointLookup::kReady) {
+    failOrRetry_lc(s, now);
+    return false;
+  }
+  RdmaContext& ctx = ep->context();
+  if (cq_inflight_[ctx.index()] + staged_ >= ctx.dataCq(posting_index_)->depth()) return false;
+  // A QP of ours on this endpoint with room, counting WRs staged this pass.
+  uint32_t qps = ep->qpsPerPoller();
+  for (uint32_t k = 0; k < qps; ++k) {
+    fabric::QueuePair* qp = ep->dataQp(posting_index_, (rr_ + k) % qps);
+    Chain* chain = nullptr;
+    for (uint32_t c = 0; c < chain_count_; ++c)
+      if (chains_[c].qp == qp) chain = &chains_[c];
+    uint32_t planned = chain ? chain->count : 0;
+    if (qp->outstanding() + planned >= qp->maxSendWr()) continue;
+    if (!chain) {
+      if (chain_count_ == kMaxChains) return false;
+      chain = &chains_[chain_count_++];
+      *chain = Chain{qp, &ctx, nullptr, nullptr, 0};
+    }
+    const LocalBuffer& lb = *task.local_buffer;
+    const auto& tb = task.peer->descriptor.buffers[task.target_buffer];
+    fabric::Sge& sge = sges_[staged_];
+    fabric::SendWr& wr = wrs_[staged_++];
+    sge = fabric::Sge{s->source_addr, s->length, lb.lkeys[s->local_device]};
+    wr = fabric::SendWr{reinterpret_cast<uint64_t>(s), s->opcode, true, 1, &sge, s->target_addr,
+                        tb.rkeys[s->peer_device],      nullptr};
+    if (chain->tail)
+      chain->tail->next = &wr;
+    else
+      chain->head = &wr;
+    chain->tail = &wr;
+    ++chain->count;
+    s->endpoint = ep;
+    s->qp_index = (rr_ + k) % qps;
+    rr_++;
+    return true;
+  }
+  return false;
+}
+
+void SlicePoller::postChains_lc(uint64_t now) noexcept {
+  for (uint32_t c = 0; c < chain_count_; ++c) {
+    Chain& chain = chains_[c];
+    const fabric::SendWr* bad = nullptr;
+    int rc = chain.qp->postSend(chain.head, &bad);
+    for (const fabric::SendWr* wr = chain.head; wr; wr = wr->next) {
+      auto* s = reinterpret_cast<RdmaSlice*>(wr->wr_id);
+      if (rc != 0 && wr == bad) {
+        // The rest of the chain was not posted: requeue (ENOMEM) or retry elsewhere.
+        for (const fabric::SendWr* r = wr; r; r = r->next) {
+          auto* rs = reinterpret_cast<RdmaSlice*>(r->wr_id);
+          RdmaEndPoint* ep = rs->endpoint;
+          rs->endpoint = nullptr;
+          if (rc == ENOMEM) {
+            pushPending_lc(rs);
+          } else {  // the QP left RTS (reset under us): retire and retry elsewhere
+            if (ep) transport_.endpoints().requestReset(ep);
+            failOrRetry_lc(rs, now);
+          }
+        }
+        break;
+      }
+      s->post_ns = now;
+      ++cq_inflight_[chain.context->index()];
+      pushInflight_lc(s);
+      counters_.slices_posted.fetch_add(1, std::memory_order_relaxed);
+    }
+  }
+  chain_count_ = 0;
+  staged_ = 0;
+}
+
+unsigned SlicePoller::pollDataCqs_lc(uint64_t now) noexcept {
+  fabric::WorkCompletion wc[kPollBatch];
+  unsigned total = 0;
+  for (size_t i = 0; i < cq_inflight_.size(); ++i) {
+    if (cq_inflight_[i] == 0) continue;
+    int n = transport_.context(i).dataCq(posting_index_)->poll(wc, kPollBatch);
+    if (n < 0) {
+      TENT_DLOG(kEngine, "data CQ overflow on context %zu", i);
+      continue;
+    }
+    for (int k = 0; k < n; ++k) {
+      auto* s = reinterpret_cast<RdmaSlice*>(wc[k].wr_id);
+      --cq_inflight_[i];
+      complete_lc(s, wc[k].status, now);
+    }
+    total += static_cast<unsigned>(n);
+  }
+  return total;
+}
+
+void SlicePoller::complete_lc(RdmaSlice* s, fabric::WcStatus status, uint64_t now) noexcept {
+  const auto& wcfg = transport_.config().workers;
+  if (s->reported) {  // timed out earlier: its status is settled, only free it
+    transport_.finishSlice(s, SliceResult::kFailed);
+    held_.fetch_sub(1, std::memory_order_relaxed);
+    return;
+  }
+  unlinkInflight_lc(s);
+  RdmaContext& ctx = transport_.context(s->local_device);
+  if (status == fabric::WcStatus::kSuccess) {
+    ctx.recordSliceSuccess();
+    counters_.slices_completed.fetch_add(1, std::memory_order_relaxed);
+    counters_.bytes.fetch_add(s->length, std::memory_order_relaxed);
+    finish_lc(s, SliceResult::kSuccess);
+    return;
+  }
+  TENT_DLOG(kEngine, "slice error %d on context %u", static_cast<int>(status), s->local_device);
+  counters_.slice_errors.fetch_add(1, std::memory_order_relaxed);
+  ctx.recordSliceError(wcfg.device_error_threshold, uint64_t{wcfg.device_pause_ms} * 1000000, now);
+  if (s->endpoint) transport_.endpoints().requestReset(s->endpoint);
+  failOrRetry_lc(s, now);
+}
+
+void SlicePoller::failOrRetry_lc(RdmaSlice* s, uint64_t now) noexcept {
+  const auto& wcfg = transport_.config().workers;
+  bool canceled = s->task->cancel_requested.load(std::memory_order_acquire);
+  if (canceled || s->retries >= wcfg.max_slice_retries) {
+    finish_lc(s, canceled ? SliceResult::kCanceled : SliceResult::kFailed);
+    return;
+  }
+  ++s->retries;
+  counters_.slice_retries.fetch_add(1, std::memory_order_relaxed);
+  if (!transport_.routeSlice(*s, now)) {
+    finish_lc(s, SliceResult::kFailed);
+    return;
+  }
+  pushPending_lc(s);
+}
+
+void SlicePoller::finish_lc(RdmaSlice* s, SliceResult result) noexcept {
+  transport_.finishSlice(s, result);
+  held_.fetch_sub(1, std::memory_order_relaxed);
+}
+
+void SlicePoller::checkTimeouts_lc(uint64_t now) noexcept {
+  uint64_t limit = uint64_t{transport_.config().workers.slice_timeout_ms} * 1000000;
+  // The in-flight list is in post order: only its head can be the oldest.
+  while (inflight_head_ && now - inflight_head_->post_ns > limit) {
+    RdmaSlice* s = inflight_head_;
+    unlinkInflight_lc(s);
+    counters_.slice_timeouts.fetch_add(1, std::memory_order_relaxed);
+    // Report now; the WR's completion (or flush after the reset) frees the slice.
+    updateSliceStatus(*s->task, 0, SliceResult::kTimeout);
+    s->reported = true;
+    if (s->endpoint) transport_.endpoints().requestReset(s->endpoint);
+  }
+}
+
+}  // namespace tent::rdma
