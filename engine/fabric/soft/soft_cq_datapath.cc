@@ -136,7 +136,8 @@ void CqCore::addLocked(SoftQp& qp) noexcept {
   if (pending != nullptr) pending->cq_prev_ = &qp;
   pending = &qp;
   qp.in_cq_ = true;
-  pending_count.fetch_add(1, std::memory_order_release);
+  // Only changed under the device lock: a plain store, no read-modify-write.
+  pending_count.store(pending_count.load(std::memory_order_relaxed) + 1, std::memory_order_release);
 }
 
 void CqCore::removeLocked(SoftQp& qp) noexcept {
@@ -145,7 +146,7 @@ void CqCore::removeLocked(SoftQp& qp) noexcept {
   if (pending == &qp) pending = qp.cq_next_;
   qp.cq_prev_ = qp.cq_next_ = nullptr;
   qp.in_cq_ = false;
-  pending_count.fetch_sub(1, std::memory_order_release);
+  pending_count.store(pending_count.load(std::memory_order_relaxed) - 1, std::memory_order_release);
 }
 
 uint32_t CqCore::countDueLocked(uint64_t now, uint32_t cap) const noexcept {
@@ -174,12 +175,31 @@ SoftQp* CqCore::earliestDueLocked(uint64_t now) const noexcept {
   return best;
 }
 
+bool CqCore::anyLaterThanLocked(uint64_t now) const noexcept {
+  for (const SoftQp* q = pending; q != nullptr; q = q->cq_next_) {
+    if (q->transmitted_ < q->tail_.load(std::memory_order_relaxed)) return true;
+    // Completion times grow along a QP: its last transmitted WR is its latest.
+    if (q->transmitted_ > q->delivered_ && q->slot(q->transmitted_ - 1).visible_ns > now)
+      return true;
+  }
+  return false;
+}
+
+uint64_t CqCore::pollTimeLocked() noexcept {
+  DeviceState& d = *dev;
+  if (d.port.bytes_per_ns > 0 || d.core->injectedClock() || anyLaterThanLocked(d.seen_now)) {
+    const uint64_t now = d.core->now();
+    if (now > d.seen_now) d.seen_now = now;
+  }
+  return d.seen_now;
+}
+
 int CqCore::poll(WorkCompletion* wc, int max) noexcept {
   if (overflowed.load(std::memory_order_relaxed)) return -1;
   if (max <= 0 || pending_count.load(std::memory_order_acquire) == 0) return 0;
   DeviceState& d = *dev;
   SpinGuard g(d.lock);
-  const uint64_t now = d.core->now();
+  const uint64_t now = pollTimeLocked();
   d.advanceLocked(static_cast<double>(now));
   // Every completion visible by now sits in the CQ: more than `depth` is an overflow.
   if (countDueLocked(now, depth + 1) > depth) {

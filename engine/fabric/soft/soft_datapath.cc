@@ -39,9 +39,9 @@ uint32_t SoftQp::outstanding() const noexcept {
 int SoftQp::postSend(const SendWr* wr, const SendWr** bad_wr) noexcept {
   SpinGuard g(post_lock_);
   // One timestamp for the whole chain, taken before any copy: the modeled
-  // transmission overlaps the copy, as a NIC's DMA overlaps the wire.
-  const uint64_t now = dev_->core->now();
-  const uint64_t real_now = dev_->core->realNow(now);
+  // transmission overlaps the copy, as a NIC's DMA overlaps the wire. 0 = not needed
+  // (publish() stamps the WRs).
+  const uint64_t now = dev_->needs_clock ? dev_->core->now() : 0;
   const uint64_t first = post_tail_;
   uint64_t tail = first;
   PostEffects fx;
@@ -66,7 +66,7 @@ int SoftQp::postSend(const SendWr* wr, const SendWr** bad_wr) noexcept {
     s.wr_id = wr->wr_id;
     s.opcode = wr->opcode;
     s.signaled = wr->signaled;
-    s.status = fx.error ? WcStatus::kFlushed : execute(*wr, real_now, s, &fx);
+    s.status = fx.error ? WcStatus::kFlushed : execute(*wr, s, &fx);
     if (s.status != WcStatus::kSuccess) fx.error = true;
     ++tail;
   }
@@ -76,7 +76,7 @@ int SoftQp::postSend(const SendWr* wr, const SendWr** bad_wr) noexcept {
   return rc;
 }
 
-WcStatus SoftQp::execute(const SendWr& wr, uint64_t real_now, WrSlot& s, PostEffects* fx) noexcept {
+WcStatus SoftQp::execute(const SendWr& wr, WrSlot& s, PostEffects* fx) noexcept {
   DeviceState& d = *dev_;
   FaultHit hit;
   if (d.core->faults.match(d.info.index, qp_num_, wr.opcode, &hit)) {
@@ -91,7 +91,7 @@ WcStatus SoftQp::execute(const SendWr& wr, uint64_t real_now, WrSlot& s, PostEff
   s.bytes = total;
   // A dead peer or a responder QP that is not RTR/RTS never answers: a NIC retries
   // until its retry count runs out.
-  if (remote_.header->closed.load(std::memory_order_acquire) != 0 || !peer_->alive(real_now)) {
+  if (remote_.header->closed.load(std::memory_order_acquire) != 0 || !peer_->alive()) {
     return WcStatus::kRetryExceeded;
   }
   const uint64_t word = remote_.qps[qpSlotOf(remote_qp_num_)].word.load(std::memory_order_acquire);
@@ -112,6 +112,7 @@ WcStatus SoftQp::applyFault(const FaultHit& hit, WrSlot& s, PostEffects* fx) noe
       return hit.status;
     case FaultAction::kDelay:
       s.extra_delay_ns += hit.delay_ns;
+      fx->delayed = true;
       return WcStatus::kSuccess;
     case FaultAction::kQpError:
       fx->qp_error = true;
@@ -184,6 +185,8 @@ WcStatus SoftQp::copy(const SendWr& wr, const iovec* iov, uint64_t total,
 void SoftQp::publish(uint64_t first, uint64_t last, uint64_t now, const PostEffects& fx) noexcept {
   DeviceState& d = *dev_;
   SpinGuard g(d.lock);
+  if (now == 0) now = fx.delayed ? d.core->now() : d.seen_now;
+  if (now > d.seen_now) d.seen_now = now;
   d.advanceLocked(static_cast<double>(now));
   // Moved to ERR while we were copying (modifyToError, a port going down), or an
   // injected QP error: everything not yet visible is flushed, these WRs included.

@@ -84,6 +84,7 @@ Result<std::shared_ptr<DeviceState>> createDeviceState(std::shared_ptr<ProviderC
   s->free_qps = descendingSlots<uint32_t>(kMaxQps);
   s->port.bytes_per_ns = spec.link_gbps / 8.0;  // 1 Gb/s = 0.125 bytes per ns
   s->port.latency_ns = spec.latency_ns;
+  s->needs_clock = s->core->injectedClock() || spec.link_gbps > 0 || spec.latency_ns > 0;
   return s;
 }
 

@@ -116,10 +116,7 @@ struct ProviderCore {
   std::map<std::pair<uint32_t, uint64_t>, std::weak_ptr<PeerProcess>> peers;
 
   uint64_t now() const noexcept { return clock.now_ns ? clock.now_ns(clock.ctx) : monotonicNs(); }
-  // Liveness checks always run on real time (an injected clock may stand still).
-  uint64_t realNow(uint64_t model_now) const noexcept {
-    return clock.now_ns ? monotonicNs() : model_now;
-  }
+  bool injectedClock() const noexcept { return clock.now_ns != nullptr; }
   // The allocation holding [addr, addr+length), if any. Caller holds mem_mutex.
   const ShmAllocation* findAllocationLocked(uintptr_t addr, size_t length, uintptr_t* base) const;
   Result<std::shared_ptr<PeerProcess>> attachPeer(const SoftAddress& address);
@@ -142,7 +139,7 @@ class PeerProcess {
   uint32_t pid() const noexcept { return pid_; }
   bool sameProcess() const noexcept { return same_process_; }
   // Datapath. Rate-limited liveness check (pidfd, or kill(pid, 0) without one).
-  bool alive(uint64_t real_now) noexcept;
+  bool alive() noexcept;
   void markDead() noexcept { dead_.store(true, std::memory_order_release); }
   // Base of the peer's shm segment `id` in our address space, mapped on first use
   // (the one slow step of a first access, like a NIC's translation-cache miss).
@@ -224,6 +221,11 @@ struct DeviceState {
   mutable Spinlock lock;
   PortModel port;  // under lock
   std::atomic<bool> port_up{true};
+  // Reading the clock is the dearest step of a post or a poll on a VM (kvm-clock:
+  // ~65 ns). An unlimited link without latency needs no precise time: its WRs are
+  // visible at once, stamped with `seen_now`, the latest time the device has read.
+  bool needs_clock = false;  // finite link, latency, or an injected clock
+  uint64_t seen_now = 0;     // under lock
 
   ~DeviceState();
   // Runs the link model up to `now`, finishing the WRs whose bytes have crossed.
@@ -284,6 +286,8 @@ struct CqCore {
  private:
   uint32_t countDueLocked(uint64_t now, uint32_t cap) const noexcept;
   SoftQp* earliestDueLocked(uint64_t now) const noexcept;
+  bool anyLaterThanLocked(uint64_t now) const noexcept;  // a WR not visible by `now`
+  uint64_t pollTimeLocked() noexcept;
 };
 
 class SoftCq final : public CompletionQueue {
@@ -324,6 +328,7 @@ class SoftQp final : public QueuePair {
   struct PostEffects {
     bool error = false;     // a WR failed: the QP goes to ERR, the rest are flushed
     bool qp_error = false;  // injected QP error: flush outstanding WRs as well
+    bool delayed = false;   // an injected delay: completion times need the precise clock
   };
   struct Target;
 
@@ -336,7 +341,7 @@ class SoftQp final : public QueuePair {
     return s.signaled || s.status != WcStatus::kSuccess;
   }
 
-  WcStatus execute(const SendWr& wr, uint64_t real_now, WrSlot& s, PostEffects* fx) noexcept;
+  WcStatus execute(const SendWr& wr, WrSlot& s, PostEffects* fx) noexcept;
   WcStatus applyFault(const FaultHit& hit, WrSlot& s, PostEffects* fx) noexcept;
   WcStatus checkLocal(const SendWr& wr, iovec* iov, uint64_t* total) const noexcept;
   WcStatus checkRemote(const SendWr& wr, uint64_t total, MrSnapshot* mr) const noexcept;

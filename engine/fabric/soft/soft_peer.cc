@@ -124,8 +124,10 @@ bool PeerProcess::checkAliveNow() noexcept {
   return !(kill(static_cast<pid_t>(pid_), 0) == -1 && errno == ESRCH);
 }
 
-bool PeerProcess::alive(uint64_t real_now) noexcept {
+bool PeerProcess::alive() noexcept {
   if (dead_.load(std::memory_order_acquire)) return false;
+  if (same_process_) return true;
+  const uint64_t real_now = coarseNs();  // ~10 ns; a clock tick is fine for rate-limiting
   if (real_now < next_check_ns_.load(std::memory_order_relaxed)) return true;
   next_check_ns_.store(real_now + core_.peer_check_interval_ns, std::memory_order_relaxed);
   if (checkAliveNow()) return true;

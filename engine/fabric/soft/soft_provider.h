@@ -23,6 +23,8 @@ struct Clock {
 };
 
 uint64_t monotonicNs() noexcept;
+// CLOCK_MONOTONIC_COARSE: ~10 ns, one-tick resolution; for rate-limiting checks.
+uint64_t coarseNs() noexcept;
 
 // A clock the test moves by hand; must outlive the provider using it.
 class ManualClock {
