@@ -8,9 +8,8 @@ namespace tent::bench {
 
 BenchEngine::~BenchEngine() {
   if (engine && buffer) {
-    Status s = engine->unregisterLocalMemory(buffer);
-    if (!s.ok()) TENT_WARN(kBench, "unregister buffer: %s", s.toString().c_str());
-    s = engine->freeLocalMemory(buffer);
+    // freeLocalMemory also deregisters what allocateLocalMemory registered.
+    Status s = engine->freeLocalMemory(buffer);
     if (!s.ok()) TENT_WARN(kBench, "free buffer: %s", s.toString().c_str());
   }
   buffer = nullptr;
@@ -27,12 +26,7 @@ Result<std::unique_ptr<BenchEngine>> prepareBenchEngine(std::unique_ptr<Transfer
   // Touch every page now, so the measured window sees no first-touch faults.
   std::memset(bench->buffer, 0, bench->buffer_size);
 
-  // allocateLocalMemory may already register; a second registration then
-  // reports AlreadyExists, which is what we want.
-  Status reg = bench->engine->registerLocalMemory(bench->buffer, bench->buffer_size);
-  if (!reg.ok() && reg.code() != StatusCode::kAlreadyExists) {
-    return reg.withContext("register the benchmark buffer");
-  }
+  // allocateLocalMemory registers the memory on every device (the API says so).
   return bench;
 }
 

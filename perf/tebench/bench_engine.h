@@ -14,7 +14,7 @@ namespace tent::bench {
 
 struct BenchEngine {
   std::unique_ptr<TransferEngine> engine;
-  char* buffer = nullptr;  // total_buffer_size bytes, registered
+  char* buffer = nullptr;  // total_buffer_size bytes of engine memory, registered
   uint64_t buffer_size = 0;
 
   BenchEngine() = default;
@@ -23,9 +23,9 @@ struct BenchEngine {
   ~BenchEngine();  // frees the buffer before the engine goes
 };
 
-// Takes a created engine, allocates `buffer_size` bytes of engine memory,
-// registers them and touches every page (no first-touch faults while measuring).
-// (TransferEngine::create() is called by main, so this file links without the
+// Takes a created engine, allocates `buffer_size` bytes of engine memory
+// (registered on every device by allocateLocalMemory) and touches every page (no first-touch faults
+// while measuring). (TransferEngine::create() is called by main, so this file links without the
 // engine library and tests can pass a fake engine.)
 Result<std::unique_ptr<BenchEngine>> prepareBenchEngine(std::unique_ptr<TransferEngine> engine,
                                                         uint64_t buffer_size);
