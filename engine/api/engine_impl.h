@@ -27,9 +27,10 @@ class TransferEngineImpl final : public TransferEngine {
   ~TransferEngineImpl() override;
 
   std::string segmentName() const override { return transport_->segmentName(); }
-  Result<void*> allocateLocalMemory(size_t length, const Location& location) override;
+  // Same default arguments as the interface, so calls through the impl type work too.
+  Result<void*> allocateLocalMemory(size_t length, const Location& location = "*") override;
   Status freeLocalMemory(void* addr) override;
-  Status registerLocalMemory(void* addr, size_t length, const Location& location) override;
+  Status registerLocalMemory(void* addr, size_t length, const Location& location = "*") override;
   Status unregisterLocalMemory(void* addr) override;
   Result<SegmentId> openSegment(const std::string& name) override;
   Status closeSegment(SegmentId id) override;
@@ -46,6 +47,7 @@ class TransferEngineImpl final : public TransferEngine {
   // Internal (tests, tools): submit with a device mask (bit i = device i).
   Status submitTransferWithMask(BatchId batch, std::span<const Request> requests, uint64_t mask);
   rdma::RdmaTransport& transport() noexcept { return *transport_; }
+  fabric::Provider& provider() noexcept { return *provider_; }
   const config::Config& config() const noexcept { return *config_; }
   // The task object behind (batch, task id), or nullptr (tests).
   rdma::RdmaTask* taskFor(BatchId batch, size_t task_id);

@@ -1,0 +1,96 @@
+// Helpers for engine tests: build an engine from YAML, wait for tasks (stepping
+// the pollers in manual lcore mode), fill and check byte patterns.
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <cstring>
+#include <memory>
+#include <string>
+#include <thread>
+
+#include "engine/api/engine_impl.h"
+
+namespace tent::testing {
+
+// Manual lcore mode, two unlimited soft devices, short timeouts.
+inline std::string simYaml(const std::string& extra = "") {
+  return R"(
+eal: {mode: manual}
+fabric:
+  provider: soft
+  soft:
+    devices:
+      - {name: soft0, numa_node: 0}
+      - {name: soft1, numa_node: 0}
+    peer_dead_timeout_ms: 200
+lcores:
+  - pollers: ["rail:*"]
+  - pollers: [background]
+workers: {ring_size: 1024, slice_pool: 4096, max_batch_capacity: 1024, cq_depth: 1024,
+          slice_timeout_ms: 5000, block_size: 65536}
+bootstrap: {listen: "127.0.0.1:0", connect_timeout_ms: 1000}
+timeouts: {endpoint_destroy_ms: 200}
+)" + extra;
+}
+
+inline std::unique_ptr<TransferEngineImpl> makeEngine(const std::string& yaml) {
+  auto e = TransferEngine::createFromYaml(yaml);
+  EXPECT_TRUE(e.ok()) << e.status().toString();
+  if (!e.ok()) return nullptr;
+  return std::unique_ptr<TransferEngineImpl>(static_cast<TransferEngineImpl*>(e->release()));
+}
+
+// Polls a task until it leaves PENDING, stepping the pollers when the runtime is
+// manual. Bounded: returns the last status after `seconds`.
+inline TransferStatus waitTask(TransferEngineImpl& e, BatchId b, size_t task, double seconds = 20) {
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(seconds);
+  bool manual = e.transport().runtime().manual();
+  for (;;) {
+    if (manual) e.transport().stepPollers();
+    auto st = e.getTransferStatus(b, task);
+    EXPECT_TRUE(st.ok()) << st.status().toString();
+    if (!st.ok() || st->state != TransferState::PENDING) return st.ok() ? *st : TransferStatus{};
+    if (std::chrono::steady_clock::now() > deadline) return *st;
+    if (!manual) std::this_thread::yield();
+  }
+}
+
+// Steps (manual mode) until no poller holds a slice, bounded.
+inline bool drainPollers(TransferEngineImpl& e, double seconds = 10) {
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(seconds);
+  for (;;) {
+    uint64_t held = 0;
+    for (size_t i = 0; i < e.transport().pollerCount(); ++i)
+      held += e.transport().poller(i).heldSlices();
+    if (held == 0) return true;
+    if (std::chrono::steady_clock::now() > deadline) return false;
+    if (e.transport().runtime().manual())
+      e.transport().stepPollers();
+    else
+      std::this_thread::yield();
+  }
+}
+
+inline void fillPattern(void* p, size_t n, uint32_t seed) {
+  auto* b = static_cast<uint8_t*>(p);
+  uint32_t x = seed * 2654435761u + 1;
+  for (size_t i = 0; i < n; ++i) {
+    x = x * 1664525u + 1013904223u;
+    b[i] = static_cast<uint8_t>(x >> 24);
+  }
+}
+
+// Index of the first byte that differs from the pattern, or -1.
+inline long checkPattern(const void* p, size_t n, uint32_t seed) {
+  auto* b = static_cast<const uint8_t*>(p);
+  uint32_t x = seed * 2654435761u + 1;
+  for (size_t i = 0; i < n; ++i) {
+    x = x * 1664525u + 1013904223u;
+    if (b[i] != static_cast<uint8_t>(x >> 24)) return static_cast<long>(i);
+  }
+  return -1;
+}
+
+}  // namespace tent::testing
