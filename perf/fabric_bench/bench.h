@@ -78,6 +78,7 @@ struct CaseResult {
   double model_gbps = 0;     // 0: no model (unlimited link)
   double p50_us = 0, p99_us = 0, p999_us = 0;
   double memcpy_p50_us = 0;
+  double timer_p50_us = 0;  // two back-to-back clock reads
   bool verified = false;
 };
 
@@ -85,6 +86,8 @@ struct CaseResult {
 Result<CaseResult> runCase(Bench& bench, uint64_t size);
 // p50 of a memcpy of `size` bytes between two warm buffers, in microseconds.
 double memcpyP50Us(uint64_t size);
+// p50 of two back-to-back clock reads, in microseconds (the timer's share of a latency).
+double timerP50Us();
 // The closed-loop throughput the link model allows (Gbit/s), 0 when unlimited.
 double modelGbps(const Options& options, double link_gbps, uint64_t size);
 

@@ -132,6 +132,7 @@ Result<CaseResult> runCase(Bench& bench, uint64_t size) {
   r.p999_us = percentileUs(samples, 0.999);
   TENT_ASSIGN_OR_RETURN(r.verified, verifyData(bench, loop, size));
   r.memcpy_p50_us = memcpyP50Us(size);
+  r.timer_p50_us = timerP50Us();
   return r;
 }
 

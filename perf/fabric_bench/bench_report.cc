@@ -60,6 +60,7 @@ std::string jsonLine(const Bench& b, const CaseResult& r) {
   j["achieved_GBps"] = r.achieved_gbps / 8;
   j["memcpy_p50_us"] = r.memcpy_p50_us;
   j["p50_over_memcpy"] = r.memcpy_p50_us > 0 ? r.p50_us / r.memcpy_p50_us : 0.0;
+  j["timer_p50_us"] = r.timer_p50_us;
   j["wrs"] = r.wrs;
   j["samples"] = r.samples;
   j["seconds"] = r.seconds;
