@@ -1,6 +1,7 @@
 // Control path of a verbs device: open (context, port, GID, PD) and the
 // creation of memory regions, CQs and QPs.
 #include <unistd.h>
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
