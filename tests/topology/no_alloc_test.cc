@@ -1,5 +1,6 @@
 // The datapath lookups (RailMap::preferred, bufferLocationForRange) must not allocate:
-// this binary counts operator new calls while a flag is set.
+// this binary (on its own: it replaces the global operator new) counts operator new
+// calls while a flag is set.
 #include <gtest/gtest.h>
 
 #include <atomic>
@@ -22,8 +23,16 @@ void* operator new(std::size_t size) {
   if (void* p = std::malloc(size == 0 ? 1 : size)) return p;
   throw std::bad_alloc();
 }
+// std::stable_sort and friends use the nothrow forms: they must pair with our delete.
+void* operator new(std::size_t size, const std::nothrow_t&) noexcept {
+  if (g_counting.load(std::memory_order_relaxed)) g_allocations.fetch_add(1);
+  return std::malloc(size == 0 ? 1 : size);
+}
 void* operator new[](std::size_t size) {
   return ::operator new(size);
+}
+void* operator new[](std::size_t size, const std::nothrow_t& tag) noexcept {
+  return ::operator new(size, tag);
 }
 void operator delete(void* p) noexcept {
   std::free(p);
@@ -35,6 +44,12 @@ void operator delete(void* p, std::size_t) noexcept {
   std::free(p);
 }
 void operator delete[](void* p, std::size_t) noexcept {
+  std::free(p);
+}
+void operator delete(void* p, const std::nothrow_t&) noexcept {
+  std::free(p);
+}
+void operator delete[](void* p, const std::nothrow_t&) noexcept {
   std::free(p);
 }
 
