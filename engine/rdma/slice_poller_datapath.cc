@@ -104,7 +104,8 @@ bool SlicePoller::stageSlice_lc(RdmaSlice* s, uint64_t now) noexcept {
     finish_lc(s, SliceResult::kCanceled);
     return false;
   }
-  if (now - s->enqueue_ns > uint64_t{wcfg.slice_timeout_ms} * 1000000) {
+  // `now` was read at the start of the pass: a slice enqueued since is younger than it.
+  if (now > s->enqueue_ns && now - s->enqueue_ns > uint64_t{wcfg.slice_timeout_ms} * 1000000) {
     counters_.slice_timeouts.fetch_add(1, std::memory_order_relaxed);
     finish_lc(s, SliceResult::kTimeout);
     return false;
@@ -253,7 +254,7 @@ void SlicePoller::finish_lc(RdmaSlice* s, SliceResult result) noexcept {
 void SlicePoller::checkTimeouts_lc(uint64_t now) noexcept {
   uint64_t limit = uint64_t{transport_.config().workers.slice_timeout_ms} * 1000000;
   // The in-flight list is in post order: only its head can be the oldest.
-  while (inflight_head_ && now - inflight_head_->post_ns > limit) {
+  while (inflight_head_ && now > inflight_head_->post_ns && now - inflight_head_->post_ns > limit) {
     RdmaSlice* s = inflight_head_;
     unlinkInflight_lc(s);
     counters_.slice_timeouts.fetch_add(1, std::memory_order_relaxed);
