@@ -143,6 +143,7 @@ void EalRuntime::stop() {
       continue;
     }
     rte_eal_wait_lcore(ealLcoreId(k));
+    loops_[k]->awaitExit();  // already true: run_lc() returned
     launched_[k] = false;
   }
 }

@@ -44,8 +44,14 @@ class LcoreLoop {
   // rte_eal_remote_launch refused: the loop never ran.
   void launchFailed() noexcept { active_.store(false, std::memory_order_seq_cst); }
   void requestStop() noexcept;
-  // The launched loop has returned (or was never launched).
+  // False once the launched loop has returned (or when it was never launched).
   bool active() const noexcept { return active_.load(std::memory_order_seq_cst); }
+  // After rte_eal_wait_lcore(): reads the loop's own exit mark, so the caller
+  // synchronises with everything the loop did (not only through EAL internals).
+  void awaitExit() const noexcept {
+    while (active()) {
+    }
+  }
 
   // True on a thread that is running a pass of any loop (an lcore thread, or a
   // manual runOnce() in progress): such a thread must not attach or detach, as

@@ -45,8 +45,12 @@ Result<std::unique_ptr<RawRing>> RawRing::create(const std::string& name, uint32
                                      std::to_string(bytes) + " bytes");
   }
   auto* ring = static_cast<rte_ring*>(mem);
-  // Producers are always multi-threaded (any control or caller thread may enqueue).
-  const unsigned flags = single_consumer ? RING_F_SC_DEQ : 0;
+  // Producers are any caller threads, often more than there are cores, so they
+  // can be preempted mid-enqueue. Relaxed tail sync (RTS) lets the others finish
+  // instead of spinning until the preempted one runs again, as the default MP
+  // mode would. Several consumers are lcores, which get preempted on small
+  // machines as well, so they use RTS too.
+  const unsigned flags = RING_F_MP_RTS_ENQ | (single_consumer ? RING_F_SC_DEQ : RING_F_MC_RTS_DEQ);
   const int rc = rte_ring_init(ring, name.c_str(), slots, flags);
   if (rc != 0) {
     free(mem);

@@ -111,8 +111,8 @@ TEST(Ring, TypedWrapperCarriesPointers) {
 // Producers enqueue disjoint ranges with single, bulk and burst calls while one
 // consumer drains; every object must come out exactly once, each producer's in order.
 TEST(RawRing, ManyProducersOneConsumerEveryObjectOnce) {
-  constexpr int kProducers = 4;
-  constexpr uintptr_t kPerProducer = 50000;
+  constexpr int kProducers = 3;
+  constexpr uintptr_t kPerProducer = 20000;
   auto ring = makeRing(256);
   std::vector<std::thread> producers;
   for (int p = 0; p < kProducers; ++p) {
@@ -168,7 +168,7 @@ TEST(RawRing, ManyProducersOneConsumerEveryObjectOnce) {
 
 // A multi-consumer ring: two consumers together take every object exactly once.
 TEST(RawRing, MultiConsumerRingSplitsWithoutDuplicates) {
-  constexpr uintptr_t kObjects = 100000;
+  constexpr uintptr_t kObjects = 50000;
   auto ring = makeRing(512, /*single_consumer=*/false);
   std::vector<std::atomic<uint8_t>> seen(kObjects + 1);
   std::atomic<uintptr_t> taken{0};
