@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "engine/fabric/fabric.h"
 #include "engine/rdma/rdma_task.h"
 #include "tent/transfer_engine.h"
 
@@ -16,6 +17,7 @@ namespace tent::rdma {
 
 class RdmaTransport;
 class RdmaContext;
+struct DirectPlan;
 
 enum class DirectDecline : uint8_t {
   kAccepted = 0,
@@ -62,8 +64,11 @@ class DirectPath {
   const DirectCounters& counters() const noexcept { return counters_; }
 
  private:
+  DirectDecline plan_(RdmaTask& task, uint64_t now, DirectPlan& plan) noexcept;
+  DirectDecline acquire_(RdmaTask& task, DirectPlan& plan) noexcept;
+  void post_(RdmaTask& task, uint64_t now, DirectPlan& plan) noexcept;
   unsigned pollContext(RdmaContext& ctx, uint64_t now) noexcept;
-  void completeSlice(RdmaSlice* s, bool ok, uint64_t now) noexcept;
+  void completeSlice(RdmaSlice* s, fabric::WcStatus status, uint64_t now) noexcept;
   void expire(RdmaContext& ctx, uint64_t now) noexcept;
   void countDecline(DirectDecline d) noexcept;
 

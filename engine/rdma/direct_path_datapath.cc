@@ -1,25 +1,222 @@
-// Direct path datapath: posting on direct lanes and direct completions.
+// Direct path datapath: trySubmitDirect() posts a latency-sensitive task on idle
+// direct lanes (all lanes acquired before any post), and direct completions are
+// handled exactly once by whoever polls the direct CQ (the caller through
+// getTransferStatus(), or the context's rail poller).
+#include <bit>
+
 #include "engine/rdma/direct_path.h"
+#include "engine/rdma/rdma_context.h"
+#include "engine/rdma/rdma_endpoint.h"
 #include "engine/rdma/rdma_transport.h"
+#include "engine/rdma/slicing.h"
+#include "tent/log.h"
 
 namespace tent::rdma {
 
+namespace {
+
+thread_local uint32_t tls_direct_rr = 0;
+
+struct Lane {
+  RdmaContext* ctx = nullptr;
+  RdmaEndPoint* ep = nullptr;
+  RdmaSlice* slice = nullptr;
+  int slot = -1;
+  bool quota = false;
+};
+
+}  // namespace
+
+struct DirectPlan {
+  static constexpr size_t kMax = kMaxDevices;
+  Lane lanes[kMax];
+  uint32_t parts = 0;
+};
+
+// Undoes everything a plan holds: quotas, lanes, slices. Nothing was posted.
+static void releasePlan(RdmaTransport& t, RdmaTask& task, DirectPlan& plan) noexcept {
+  for (uint32_t p = 0; p < plan.parts; ++p) {
+    Lane& l = plan.lanes[p];
+    if (l.quota) l.ep->returnDirectQuota();
+    if (l.slot >= 0) l.ctx->releaseDirectLane(&task);
+    if (l.slice) t.slicePool().release(l.slice);
+    l = Lane{};
+  }
+}
+
 DirectDecline DirectPath::trySubmitDirect(RdmaTask& task, uint64_t now) noexcept {
-  (void)now;
-  (void)task;
+  const auto& cfg = transport_.config();
+  const Request& req = task.request;
   counters_.attempted.fetch_add(1, std::memory_order_relaxed);
-  countDecline(DirectDecline::kModeOff);
-  return DirectDecline::kModeOff;
+  DirectDecline d = DirectDecline::kAccepted;
+  DirectPlan plan;
+  if (cfg.direct.mode == config::DirectMode::kOff)
+    d = DirectDecline::kModeOff;
+  else if (cfg.direct.max_bytes != 0 && req.length > cfg.direct.max_bytes)
+    d = DirectDecline::kOverSizeCap;
+  else
+    d = plan_(task, now, plan);
+  if (d == DirectDecline::kAccepted) d = acquire_(task, plan);
+  if (d != DirectDecline::kAccepted) {
+    releasePlan(transport_, task, plan);
+    countDecline(d);
+    return d;
+  }
+  post_(task, now, plan);
+  counters_.succeeded.fetch_add(1, std::memory_order_relaxed);
+  return DirectDecline::kAccepted;
+}
+
+// Chooses distinct local devices and their endpoints: min(eligible rank-0 devices,
+// ceil(length / block_size)) slices, the target device by the worker path's rule.
+DirectDecline DirectPath::plan_(RdmaTask& task, uint64_t now, DirectPlan& plan) noexcept {
+  uint32_t candidates[kMaxDevices];
+  size_t n = localCandidates(transport_.rails(), task.location, task.device_mask,
+                             transport_.pausedMask(now), candidates, kMaxDevices);
+  if (n == 0) return DirectDecline::kUnresolvable;
+  const uint64_t block = transport_.config().workers.block_size;
+  const uint64_t len = task.request.length;
+  uint64_t wanted = block ? (len + block - 1) / block : 1;
+  plan.parts = static_cast<uint32_t>(std::min<uint64_t>(n, std::max<uint64_t>(wanted, 1)));
+  const uint32_t start = tls_direct_rr++;
+  const auto& tb = task.peer->descriptor.buffers[task.target_buffer];
+  for (uint32_t p = 0; p < plan.parts; ++p) {
+    uint32_t local = candidates[(start + p) % n];
+    uint64_t off = 0, piece = 0;
+    evenSplit(len, plan.parts, p, &off, &piece);
+    const auto& region = regionAt(tb, task.request.target_offset + off);
+    int peer =
+        choosePeerDevice(task.peer->same_name, local, region.rank0,
+                         static_cast<uint32_t>(task.peer->descriptor.devices.size()), start + p);
+    if (peer < 0) return DirectDecline::kUnresolvable;
+    RdmaEndPoint* ep = transport_.getEndpointForContextIndex(local, task.request.target_id,
+                                                             static_cast<uint32_t>(peer));
+    // No ready endpoint, or a peer without a direct QP: the worker path serves it.
+    if (!ep || !ep->directQp()) return DirectDecline::kEndpointNotReady;
+    plan.lanes[p].ctx = &transport_.context(local);
+    plan.lanes[p].ep = ep;
+  }
+  return DirectDecline::kAccepted;
+}
+
+// All or nothing: every lane, every quota and every slice, before any post.
+DirectDecline DirectPath::acquire_(RdmaTask& task, DirectPlan& plan) noexcept {
+  for (uint32_t p = 0; p < plan.parts; ++p) {
+    Lane& l = plan.lanes[p];
+    l.slot = l.ctx->acquireLaneSlot(&task);
+    if (l.slot < 0) return DirectDecline::kLaneBusy;
+    l.quota = l.ep->tryTakeDirectQuota();
+    if (!l.quota) return DirectDecline::kLaneBusy;
+    l.slice = transport_.slicePool().allocate();
+    if (!l.slice) return DirectDecline::kLaneBusy;
+  }
+  return DirectDecline::kAccepted;
+}
+
+void DirectPath::post_(RdmaTask& task, uint64_t now, DirectPlan& plan) noexcept {
+  const Request& req = task.request;
+  uint64_t mask = 0;
+  for (uint32_t p = 0; p < plan.parts; ++p) mask |= 1ull << plan.lanes[p].ctx->index();
+  task.reset(req, plan.parts);
+  task.direct_contexts.store(mask, std::memory_order_relaxed);
+  task.direct.store(true, std::memory_order_release);
+  const auto& tb = task.peer->descriptor.buffers[task.target_buffer];
+  for (uint32_t p = 0; p < plan.parts; ++p) {
+    Lane& l = plan.lanes[p];
+    RdmaSlice* s = l.slice;
+    uint64_t off = 0, piece = 0;
+    evenSplit(req.length, plan.parts, p, &off, &piece);
+    s->task = &task;
+    s->source_addr = reinterpret_cast<uint64_t>(req.source) + off;
+    s->target_addr = req.target_offset + off;
+    s->length = static_cast<uint32_t>(piece);
+    s->opcode =
+        req.opcode == OpCode::READ ? fabric::WrOpcode::kRdmaRead : fabric::WrOpcode::kRdmaWrite;
+    s->segment = req.target_id;
+    s->local_device = static_cast<uint16_t>(l.ctx->index());
+    s->peer_device = static_cast<uint16_t>(l.ep->peerDevice());
+    s->retries = 0;
+    s->rr_hint = static_cast<uint16_t>(p);
+    s->direct = true;
+    s->reported = false;
+    s->endpoint = l.ep;
+    s->qp_index = static_cast<uint32_t>(l.slot);
+    s->enqueue_ns = s->post_ns = now;
+    fabric::Sge sge{s->source_addr, s->length, task.local_buffer->lkeys[s->local_device]};
+    fabric::SendWr wr{reinterpret_cast<uint64_t>(s), s->opcode, true, 1, &sge, s->target_addr,
+                      tb.rkeys[s->peer_device],      nullptr};
+    l.ctx->notePosted(l.slot, now, l.ep);
+    const fabric::SendWr* bad = nullptr;
+    if (l.ep->directQp()->postSend(&wr, &bad) == 0) continue;
+    // Post failed (the QP left RTS under us): this piece takes the worker path.
+    counters_.post_failures.fetch_add(1, std::memory_order_relaxed);
+    l.ctx->noteCompleted(l.slot);
+    l.ep->returnDirectQuota();
+    l.ctx->releaseDirectLane(&task);
+    transport_.endpoints().requestReset(l.ep);
+    transport_.fallbackSlice(task, s, now);
+  }
 }
 
 unsigned DirectPath::pollContexts(const std::vector<RdmaContext*>& contexts) noexcept {
-  (void)contexts;
-  return 0;
+  if (!transport_.config().direct.poll_by_rail) return 0;
+  uint64_t now = steadyNowNs();
+  unsigned n = 0;
+  for (RdmaContext* ctx : contexts) n += pollContext(*ctx, now);
+  return n;
 }
 
 unsigned DirectPath::pollTask(const RdmaTask& task) noexcept {
-  (void)task;
-  return 0;
+  uint64_t mask = task.direct_contexts.load(std::memory_order_acquire);
+  uint64_t now = steadyNowNs();
+  unsigned n = 0;
+  while (mask) {
+    int i = std::countr_zero(mask);
+    mask &= mask - 1;
+    n += pollContext(transport_.context(static_cast<size_t>(i)), now);
+  }
+  return n;
+}
+
+unsigned DirectPath::pollContext(RdmaContext& ctx, uint64_t now) noexcept {
+  fabric::WorkCompletion wc[16];
+  // The CQ hands each completion to exactly one poller; all that follows runs once.
+  int n = ctx.directCq()->poll(wc, 16);
+  for (int i = 0; i < n; ++i)
+    completeSlice(reinterpret_cast<RdmaSlice*>(wc[i].wr_id), wc[i].status, now);
+  expire(ctx, now);
+  return n > 0 ? static_cast<unsigned>(n) : 0;
+}
+
+void DirectPath::completeSlice(RdmaSlice* s, fabric::WcStatus status, uint64_t now) noexcept {
+  RdmaEndPoint* ep = s->endpoint;
+  RdmaContext& ctx = ep->context();
+  RdmaTask* task = s->task;
+  uint64_t latency = now > s->post_ns ? now - s->post_ns : 0;
+  size_t bucket = latency < 2 ? 0 : static_cast<size_t>(63 - std::countl_zero(latency));
+  counters_.latency[std::min(bucket, DirectCounters::kBuckets - 1)].fetch_add(
+      1, std::memory_order_relaxed);
+  ctx.noteCompleted(static_cast<int>(s->qp_index));
+  ep->returnDirectQuota();
+  ctx.releaseDirectLane(task);
+  SliceResult result = SliceResult::kSuccess;
+  if (status != fabric::WcStatus::kSuccess) {
+    bool late = latency > uint64_t{transport_.config().direct.timeout_ms} * 1000000;
+    result = late ? SliceResult::kTimeout : SliceResult::kFailed;
+    (late ? counters_.timeouts : counters_.completion_errors)
+        .fetch_add(1, std::memory_order_relaxed);
+    transport_.endpoints().requestReset(ep);
+  }
+  transport_.finishSlice(s, result);
+}
+
+// A direct WR past direct.timeout_ms: reset its endpoint, so the WR is flushed and its
+// completion (handled above, as TIMEOUT) releases the lane and quota.
+void DirectPath::expire(RdmaContext& ctx, uint64_t now) noexcept {
+  RdmaEndPoint* expired[4];
+  uint64_t limit = uint64_t{transport_.config().direct.timeout_ms} * 1000000;
+  size_t n = ctx.expiredLanes(now, limit, expired, 4);
+  for (size_t i = 0; i < n; ++i) transport_.endpoints().requestReset(expired[i]);
 }
 
 }  // namespace tent::rdma

@@ -20,13 +20,35 @@ Status RdmaContext::init(const config::Config& config, uint32_t posting_pollers)
   return Status::OK();
 }
 
-bool RdmaContext::tryAcquireDirectLane(const RdmaTask* task) noexcept {
+int RdmaContext::acquireLaneSlot(const RdmaTask* task) noexcept {
   for (uint32_t i = 0; i < lane_depth_; ++i) {
     const RdmaTask* idle = nullptr;
     if (direct_lane_owner_[i].compare_exchange_strong(idle, task, std::memory_order_acq_rel))
-      return true;
+      return static_cast<int>(i);
   }
-  return false;
+  return -1;
+}
+
+void RdmaContext::notePosted(int slot, uint64_t post_ns, RdmaEndPoint* ep) noexcept {
+  lane_endpoint_[slot].store(ep, std::memory_order_relaxed);
+  lane_post_ns_[slot].store(post_ns, std::memory_order_release);
+}
+
+void RdmaContext::noteCompleted(int slot) noexcept {
+  lane_post_ns_[slot].store(0, std::memory_order_release);
+}
+
+size_t RdmaContext::expiredLanes(uint64_t now, uint64_t limit_ns, RdmaEndPoint** out,
+                                 size_t max) const noexcept {
+  size_t n = 0;
+  for (uint32_t i = 0; i < lane_depth_ && n < max; ++i) {
+    uint64_t posted = lane_post_ns_[i].load(std::memory_order_acquire);
+    if (posted == 0 || now <= posted || now - posted <= limit_ns) continue;
+    RdmaEndPoint* ep = lane_endpoint_[i].load(std::memory_order_relaxed);
+    // Re-check: the slot may have completed and been reused while we read it.
+    if (ep && lane_post_ns_[i].load(std::memory_order_acquire) == posted) out[n++] = ep;
+  }
+  return n;
 }
 
 bool RdmaContext::releaseDirectLane(const RdmaTask* task) noexcept {

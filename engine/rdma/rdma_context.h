@@ -18,6 +18,7 @@
 namespace tent::rdma {
 
 struct RdmaTask;
+class RdmaEndPoint;
 
 class RdmaContext {
  public:
@@ -40,9 +41,18 @@ class RdmaContext {
 
   // Direct lane: at most `lane_depth` latency-sensitive tasks at a time per context
   // (direct.qp_depth; 1 = the RFC's single owner).
-  bool tryAcquireDirectLane(const RdmaTask* task) noexcept;
+  bool tryAcquireDirectLane(const RdmaTask* task) noexcept { return acquireLaneSlot(task) >= 0; }
+  // The lane slot acquired, or -1 when every slot is busy.
+  int acquireLaneSlot(const RdmaTask* task) noexcept;
   // Releases only a lane slot `task` owns; returns whether it did.
   bool releaseDirectLane(const RdmaTask* task) noexcept;
+  // What a lane slot carries while its WR is posted, for the software timeout:
+  // the post time (0 = idle) and the endpoint to reset when it expires.
+  void notePosted(int slot, uint64_t post_ns, RdmaEndPoint* ep) noexcept;
+  void noteCompleted(int slot) noexcept;
+  // Endpoints whose direct WR has been posted longer than `limit_ns` (at most one per slot).
+  size_t expiredLanes(uint64_t now, uint64_t limit_ns, RdmaEndPoint** out,
+                      size_t max) const noexcept;
   uint32_t laneDepth() const noexcept { return lane_depth_; }
   uint32_t lanesInUse() const noexcept;
 
@@ -63,6 +73,8 @@ class RdmaContext {
   static constexpr uint32_t kMaxLaneDepth = 16;
   uint32_t lane_depth_ = 1;
   alignas(64) std::atomic<const RdmaTask*> direct_lane_owner_[kMaxLaneDepth] = {};
+  std::atomic<uint64_t> lane_post_ns_[kMaxLaneDepth] = {};
+  std::atomic<RdmaEndPoint*> lane_endpoint_[kMaxLaneDepth] = {};
   alignas(64) std::atomic<uint32_t> error_streak_{0};
   std::atomic<uint64_t> paused_until_ns_{0};
   std::atomic<uint64_t> pauses_{0};

@@ -86,6 +86,8 @@ class RdmaTransport {
   // Picks the device pair for a slice (first try and retries); false when none.
   bool routeSlice(RdmaSlice& slice, uint64_t now) noexcept;
   uint64_t pausedMask(uint64_t now) const noexcept;
+  // A direct slice that could not be posted continues on its context's rail poller.
+  void fallbackSlice(RdmaTask& task, RdmaSlice* slice, uint64_t now) noexcept;
   // Finishes the slice's status (if not reported yet) and frees it.
   void finishSlice(RdmaSlice* slice, SliceResult result) noexcept;
 

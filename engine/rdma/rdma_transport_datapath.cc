@@ -140,6 +140,13 @@ bool RdmaTransport::enqueueSlice(RdmaTask& task, RdmaSlice* s) noexcept {
   return true;
 }
 
+void RdmaTransport::fallbackSlice(RdmaTask& task, RdmaSlice* s, uint64_t now) noexcept {
+  s->direct = false;
+  s->endpoint = nullptr;
+  s->enqueue_ns = now;
+  (void)enqueueSlice(task, s);
+}
+
 uint64_t RdmaTransport::pausedMask(uint64_t now) const noexcept {
   uint64_t mask = 0;
   for (size_t i = 0; i < contexts_.size(); ++i)
@@ -172,7 +179,10 @@ void RdmaTransport::finishSlice(RdmaSlice* s, SliceResult result) noexcept {
 }
 
 TransferStatus RdmaTransport::getTransferStatus(RdmaTask& task) noexcept {
-  if (task.direct.load(std::memory_order_acquire) && task.loadState() == TransferState::PENDING)
+  // A direct task with WRs still posted (pending, or canceled and draining) is
+  // driven by its caller: poll its contexts' direct CQs.
+  if (task.direct.load(std::memory_order_acquire) &&
+      task.slices_left.load(std::memory_order_acquire) != 0)
     direct_->pollTask(task);
   TransferStatus st;
   st.state = task.loadState();
