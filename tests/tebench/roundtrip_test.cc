@@ -157,7 +157,7 @@ class TebenchRoundTrip : public ::testing::Test {
 TEST_F(TebenchRoundTrip, SweepWithConsistencyCheck) {
   const std::string log = tempPath("sweep.log");
   int rc =
-      initiator({"--check_consistency", "--duration=0.2", "--warmup=0.2", "--start_block_size=4096",
+      initiator({"--check_consistency", "--duration=0.1", "--warmup=0.1", "--start_block_size=4096",
                  "--max_block_size=65536", "--max_batch_size=2", "--max_num_threads=2"},
                 log);
   const std::string out = readFile(log);
