@@ -225,6 +225,11 @@ Status RdmaTransport::refreshSegment(SegmentId id, bool force, const RdmaEndPoin
 Result<std::vector<SegmentBufferInfo>> RdmaTransport::segmentBuffers(SegmentId id) {
   auto seg = segment(id);
   if (!seg) return Status::NotFound("segment " + std::to_string(id) + " is not open");
+  if (seg->descriptor.buffers.empty() && id != LOCAL_SEGMENT_ID) {
+    // The peer may have registered memory after we opened it: refetch once.
+    if (refreshSegment(id, /*force=*/true).ok()) seg = segment(id);
+    if (!seg) return Status::NotFound("segment " + std::to_string(id) + " is not open");
+  }
   std::vector<SegmentBufferInfo> out;
   for (const auto& b : seg->descriptor.buffers)
     out.push_back({b.addr, b.length, b.regions.empty() ? "*" : b.regions.front().location});
