@@ -44,6 +44,26 @@ TEST(SoftDevices, Soft0WhenTheTopologyHasNoNic) {
   EXPECT_EQ(d[0].numa_node, 0);
 }
 
+// A topology XML that lists NICs yields soft devices with their names and places.
+TEST(SoftDevices, FromATopologyXml) {
+  auto topo = topology::Topology::loadXml(TENT_SOFT_TEST_TOPOLOGY);
+  ASSERT_TRUE(topo.ok()) << topo.status().toString();
+  const auto& nics = topo->rdmaDevices();
+  ASSERT_FALSE(nics.empty());
+  config::SoftFabricConfig cfg = testConfig();
+  cfg.default_link_gbps = 400;
+  auto provider = createSoftProvider(cfg, *topo);
+  ASSERT_TRUE(provider.ok()) << provider.status().toString();
+  ASSERT_EQ((*provider)->deviceCount(), nics.size());
+  for (size_t i = 0; i < nics.size(); ++i) {
+    const DeviceInfo& info = (*provider)->device(i).info();
+    EXPECT_EQ(info.name, nics[i].name);
+    EXPECT_EQ(info.pci, nics[i].pci);
+    EXPECT_EQ(info.numa_node, nics[i].numa_node);
+    EXPECT_EQ(info.link_gbps, 400);
+  }
+}
+
 TEST(SoftProvider, FactoryBuildsSoftDevicesWithInfo) {
   config::FabricConfig cfg;
   cfg.provider = config::FabricProvider::kSoft;
