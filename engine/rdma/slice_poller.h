@@ -73,7 +73,8 @@ class SlicePoller final : public lcore::Poller {
 
   unsigned drainRing_lc() noexcept;
   unsigned postPending_lc(uint64_t now) noexcept;
-  bool stageSlice_lc(RdmaSlice* s, uint64_t now) noexcept;
+  enum class Stage : uint8_t { kStaged, kKeep, kGone };
+  Stage stageSlice_lc(RdmaSlice* s, uint64_t now) noexcept;
   void postChains_lc(uint64_t now) noexcept;
   unsigned pollDataCqs_lc(uint64_t now) noexcept;
   void complete_lc(RdmaSlice* s, fabric::WcStatus status, uint64_t now) noexcept;

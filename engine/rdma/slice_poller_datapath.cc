@@ -67,7 +67,8 @@ unsigned SlicePoller::postPending_lc(uint64_t now) noexcept {
   if (!pending_head_) return 0;
   staged_ = 0;
   chain_count_ = 0;
-  // Walk the pending list once: slices that cannot go now keep their order.
+  // Walk the pending list once: slices that cannot go now keep their order. Retried
+  // slices pushed during the walk land on the (new) pending list and follow them.
   RdmaSlice* keep_head = nullptr;
   RdmaSlice* keep_tail = nullptr;
   RdmaSlice* s = pending_head_;
@@ -75,9 +76,8 @@ unsigned SlicePoller::postPending_lc(uint64_t now) noexcept {
   unsigned handled = 0;
   while (s) {
     RdmaSlice* next = s->next;
-    if (staged_ < kMaxPost && stageSlice_lc(s, now)) {
-      ++handled;
-    } else if (s->task != nullptr) {  // still ours: keep waiting
+    Stage r = staged_ < kMaxPost ? stageSlice_lc(s, now) : Stage::kKeep;
+    if (r == Stage::kKeep) {
       s->next = nullptr;
       if (keep_tail)
         keep_tail->next = s;
@@ -85,41 +85,45 @@ unsigned SlicePoller::postPending_lc(uint64_t now) noexcept {
         keep_head = s;
       keep_tail = s;
     } else {
-      ++handled;  // finished (canceled, failed, timed out) and freed
+      ++handled;  // staged, or finished / requeued: never touch `s` again here
     }
     s = next;
   }
-  pending_head_ = keep_head;
-  pending_tail_ = keep_tail;
+  if (keep_head) {
+    keep_tail->next = pending_head_;
+    if (!pending_head_) pending_tail_ = keep_tail;
+    pending_head_ = keep_head;
+  }
   postChains_lc(now);
   return handled;
 }
 
-// Returns true when the slice was staged for posting or finished; false to keep it
-// pending (endpoint handshaking, no QP/CQ room). A finished slice has task == nullptr.
-bool SlicePoller::stageSlice_lc(RdmaSlice* s, uint64_t now) noexcept {
+// kStaged: in a chain for this pass; kKeep: stays pending (endpoint handshaking, no
+// QP or CQ room); kGone: finished (freed) or requeued for a retry.
+SlicePoller::Stage SlicePoller::stageSlice_lc(RdmaSlice* s, uint64_t now) noexcept {
   const auto& wcfg = transport_.config().workers;
   RdmaTask& task = *s->task;
   if (task.cancel_requested.load(std::memory_order_acquire)) {
     finish_lc(s, SliceResult::kCanceled);
-    return false;
+    return Stage::kGone;
   }
   // `now` was read at the start of the pass: a slice enqueued since is younger than it.
   if (now > s->enqueue_ns && now - s->enqueue_ns > uint64_t{wcfg.slice_timeout_ms} * 1000000) {
     counters_.slice_timeouts.fetch_add(1, std::memory_order_relaxed);
     finish_lc(s, SliceResult::kTimeout);
-    return false;
+    return Stage::kGone;
   }
   RdmaEndPoint* ep = nullptr;
   auto found = transport_.endpoints().lookup(s->local_device, s->segment, s->peer_device,
                                              s->enqueue_ns, &ep);
-  if (found == EndpointLookup::kConnecting) return false;
+  if (found == EndpointLookup::kConnecting) return Stage::kKeep;
   if (found != EndpointLookup::kReady) {
     failOrRetry_lc(s, now);
-    return false;
+    return Stage::kGone;
   }
   RdmaContext& ctx = ep->context();
-  if (cq_inflight_[ctx.index()] + staged_ >= ctx.dataCq(posting_index_)->depth()) return false;
+  if (cq_inflight_[ctx.index()] + staged_ >= ctx.dataCq(posting_index_)->depth())
+    return Stage::kKeep;
   // A QP of ours on this endpoint with room, counting WRs staged this pass.
   uint32_t qps = ep->qpsPerPoller();
   for (uint32_t k = 0; k < qps; ++k) {
@@ -130,7 +134,7 @@ bool SlicePoller::stageSlice_lc(RdmaSlice* s, uint64_t now) noexcept {
     uint32_t planned = chain ? chain->count : 0;
     if (qp->outstanding() + planned >= qp->maxSendWr()) continue;
     if (!chain) {
-      if (chain_count_ == kMaxChains) return false;
+      if (chain_count_ == kMaxChains) return Stage::kKeep;
       chain = &chains_[chain_count_++];
       *chain = Chain{qp, &ctx, nullptr, nullptr, 0};
     }
@@ -150,9 +154,9 @@ bool SlicePoller::stageSlice_lc(RdmaSlice* s, uint64_t now) noexcept {
     s->endpoint = ep;
     s->qp_index = (rr_ + k) % qps;
     rr_++;
-    return true;
+    return Stage::kStaged;
   }
-  return false;
+  return Stage::kKeep;
 }
 
 void SlicePoller::postChains_lc(uint64_t now) noexcept {
