@@ -21,7 +21,9 @@ Status mapControlFile(DeviceState& s, uint32_t max_mrs) {
   s.ctrl_length = controlFileSize(max_mrs);
   const int fd = open(s.ctrl_path.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
   if (fd < 0) return Status::IoError("create " + s.ctrl_path + ": " + std::strerror(errno));
-  if (ftruncate(fd, static_cast<off_t>(s.ctrl_length)) != 0) {
+  // fallocate, not just ftruncate: a full tmpfs must fail here, not SIGBUS later.
+  if (ftruncate(fd, static_cast<off_t>(s.ctrl_length)) != 0 ||
+      fallocate(fd, 0, 0, static_cast<off_t>(s.ctrl_length)) != 0) {
     const int err = errno;
     close(fd);
     unlink(s.ctrl_path.c_str());

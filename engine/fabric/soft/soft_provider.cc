@@ -180,14 +180,25 @@ Result<void*> SoftProvider::allocateMemory(size_t length, int numa_node) {
                                      " bytes: " + errnoText(err));
   }
   void* addr = mmap(nullptr, rounded, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-  const int err = errno;
-  close(fd);
   if (addr == MAP_FAILED) {
+    const int err = errno;
+    close(fd);
     unlink(path.c_str());
     return Status::ResourceExhausted("soft: map " + path + ": " + errnoText(err));
   }
+  // mbind on a shared mapping sets the file's policy, which fallocate then follows.
   preferNode(addr, rounded, numa_node);
-  // Fault the pages in now, so the first transfers do not pay for it (best effort).
+  // Reserve the pages now: a full tmpfs must fail here, not SIGBUS on a later copy.
+  if (fallocate(fd, 0, 0, static_cast<off_t>(rounded)) != 0) {
+    const int err = errno;
+    munmap(addr, rounded);
+    close(fd);
+    unlink(path.c_str());
+    return Status::ResourceExhausted("soft: reserve " + std::to_string(rounded) + " bytes in " +
+                                     core_->shm_dir + ": " + errnoText(err));
+  }
+  close(fd);
+  // Map the pages in now, so the first transfers do not pay for it (best effort).
   madvise(addr, rounded, MADV_POPULATE_WRITE);
   core_->allocations[reinterpret_cast<uintptr_t>(addr)] = ShmAllocation{id, rounded, path};
   return addr;
