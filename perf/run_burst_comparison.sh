@@ -12,6 +12,7 @@
 # usage: perf/run_burst_comparison.sh [--build DIR] [--out DIR] [--full]
 #          [--duration S] [--warmup S] [--interval US] [--config FILE]
 #          [--capacity GBPS] [--fg-threads N] [--bg-threads N] [--deadline-us US]
+#          [--bg-poll spin|yield]
 #   default: the workload scaled to a 2-core machine (see docs/perf/evaluation.md)
 #   --full:  the RFC's exact initiator commands (2 + 6 threads, 30 s each)
 set -euo pipefail
@@ -20,7 +21,7 @@ top=$(cd "$(dirname "$0")/.." && pwd)
 build="$top/build"
 out=""
 config="$top/perf/configs/burst-soft-2rail.yaml"
-capacity=6.25     # GB/s: the config's two 25 Gb/s ports
+capacity=1        # GB/s: the config's two 4 Gb/s ports
 full=0
 duration=""
 warmup=""
@@ -29,6 +30,7 @@ fg_threads=""
 bg_threads=""
 deadline_us=300   # the deadline variant: deadline = submit time + the foreground SLO
 slo_us=300
+bg_poll=""        # how migration threads wait: spin (the RFC's tebench) or yield
 
 die() { echo "run_burst_comparison: $*" >&2; exit 1; }
 need_value() { [ $# -ge 2 ] || die "$1 needs a value"; }
@@ -45,17 +47,18 @@ while [ $# -gt 0 ]; do
     --fg-threads) need_value "$@"; fg_threads=$2; shift 2 ;;
     --bg-threads) need_value "$@"; bg_threads=$2; shift 2 ;;
     --deadline-us) need_value "$@"; deadline_us=$2; shift 2 ;;
-    -h|--help) sed -n '2,19p' "$0"; exit 0 ;;
+    --bg-poll) need_value "$@"; bg_poll=$2; shift 2 ;;
+    -h|--help) sed -n '2,20p' "$0"; exit 0 ;;
     *) die "unknown argument '$1' (try --help)" ;;
   esac
 done
 
 if [ "$full" = 1 ]; then
   mode="full (the RFC's exact commands)"
-  : "${duration:=30}" "${warmup:=1}" "${fg_threads:=2}" "${bg_threads:=6}"
+  : "${duration:=30}" "${warmup:=1}" "${fg_threads:=2}" "${bg_threads:=6}" "${bg_poll:=spin}"
 else
   mode="scaled to this machine"
-  : "${duration:=10}" "${warmup:=1}" "${fg_threads:=1}" "${bg_threads:=2}"
+  : "${duration:=10}" "${warmup:=1}" "${fg_threads:=1}" "${bg_threads:=3}" "${bg_poll:=yield}"
 fi
 threads=$((fg_threads + bg_threads))
 
@@ -96,13 +99,13 @@ grep '^#' "$out/target.log" || true
 
 # ---- the three runs ----------------------------------------------------------
 classes() {  # $1 = foreground intent, $2 = foreground deadline_us
-  printf '[{"name":"foreground","threads":%d,"block_size":4096,"batch_size":1,"intent_type":"%s","deadline_us":%d,"slo_us":%d,"weight":4},{"name":"migration","threads":%d,"block_size":4194304,"batch_size":2,"intent_type":"migration","slo_us":0,"weight":1}]' \
-    "$fg_threads" "$1" "$2" "$slo_us" "$bg_threads"
+  printf '[{"name":"foreground","threads":%d,"block_size":4096,"batch_size":1,"intent_type":"%s","deadline_us":%d,"slo_us":%d,"weight":4},{"name":"migration","threads":%d,"block_size":4194304,"batch_size":2,"intent_type":"migration","slo_us":0,"weight":1,"poll_mode":"%s"}]' \
+    "$fg_threads" "$1" "$2" "$slo_us" "$bg_threads" "$bg_poll"
 }
 
 run() {  # $1 = label, $2 = file stem, $3 = intent, $4 = deadline_us
   echo
-  echo "== $1: foreground intent $3, deadline_us $4; $fg_threads + $bg_threads threads, ${duration} s =="
+  echo "== $1: foreground intent $3, deadline_us $4; $fg_threads + $bg_threads threads (migration polls: $bg_poll), ${duration} s =="
   "$tebench" --target_seg_name="$segment" --backend=tent --xport_type=rdma --config="$config" \
     --total_buffer_size="$buffer" --duration="$duration" --warmup="$warmup" \
     --start_num_threads="$threads" --max_num_threads="$threads" \

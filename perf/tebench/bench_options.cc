@@ -123,13 +123,9 @@ Status setOpType(BenchOptions& o, std::string_view v) {
 }
 
 Status setPollMode(BenchOptions& o, std::string_view v) {
-  if (v == "spin") {
-    o.poll_mode = PollMode::kSpin;
-  } else if (v == "yield") {
-    o.poll_mode = PollMode::kYield;
-  } else {
-    return badValue("poll_mode", v, "spin or yield");
-  }
+  auto mode = parsePollMode(v);
+  if (!mode.ok()) return badValue("poll_mode", v, "spin or yield");
+  o.poll_mode = *mode;
   return Status::OK();
 }
 
@@ -197,7 +193,8 @@ const std::vector<FlagSpec>& flagSpecs() {
        setIntent},
       {"deadline_us", false, "0", "deadline_ns = submit time + this (0 = no deadline)",
        microsFlag("deadline_us", &O::deadline_us)},
-      {"poll_mode", false, "spin", "spin | yield between getTransferStatus polls", setPollMode},
+      {"poll_mode", false, "spin",
+       "spin | yield between getTransferStatus polls (QoS: default of the classes)", setPollMode},
       {"transfer_timeout", false, "30", "seconds a transfer may stay pending before the run fails",
        secondsFlag("transfer_timeout", &O::transfer_timeout_s, false)},
       {"workload_classes_json", false, "",
@@ -273,6 +270,7 @@ Status validateQos(const std::set<std::string>& given, BenchOptions* o) {
     needed += uint64_t{c.threads} * c.block_size * c.batch_size;
     if (!c.intent_given) c.intent_type = o->intent_type;
     if (!c.deadline_given) c.deadline_us = o->deadline_us;
+    if (!c.poll_given) c.poll_mode = o->poll_mode;
   }
   if (needed > o->total_buffer_size) {
     return Status::InvalidArgument("the workload classes need " + std::to_string(needed) +

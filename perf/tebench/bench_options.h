@@ -16,11 +16,6 @@ namespace tent::bench {
 enum class OpType : uint8_t { kRead, kWrite, kMix };
 std::string_view opTypeName(OpType op) noexcept;
 
-enum class PollMode : uint8_t {
-  kSpin,   // poll getTransferStatus back to back (what latency-sensitive callers do)
-  kYield,  // std::this_thread::yield() between polls (shares an oversubscribed CPU)
-};
-
 struct BenchOptions {
   // Role and engine.
   std::string backend = "tent";

@@ -31,6 +31,7 @@ std::vector<ThreadPlan> qosPlans(const BenchOptions& o, BenchEngine& bench,
       p.check = o.check_consistency;
       p.intent = wc.intent_type;
       p.deadline_us = wc.deadline_us;
+      p.poll_mode = wc.poll_mode;
       plans.push_back(p);
       offset += wc.block_size * wc.batch_size;
     }

@@ -91,6 +91,7 @@ json classJson(const ClassReport& r, const json& direct) {
       {"batch_size", c.batch_size},
       {"intent_type", std::string(intentName(c.intent_type))},
       {"deadline_us", c.deadline_us},
+      {"poll_mode", std::string(pollModeName(c.poll_mode))},
       {"latency_sensitive", isLatencySensitive(c.intent_type, c.deadline_us)},
       {"avg_us", r.latency.avg_us},
       {"p50_us", r.latency.p50_us},

@@ -19,6 +19,7 @@ ThreadPlan basePlan(const BenchOptions& o, const RemoteBuffer& remote) {
   p.check = o.check_consistency;
   p.intent = o.intent_type;
   p.deadline_us = o.deadline_us;
+  p.poll_mode = o.poll_mode;
   return p;
 }
 

@@ -40,7 +40,6 @@ void Pacer::waitTurn() noexcept {
 
 Run::Run(TransferEngine* e, const BenchOptions& options, uint32_t threads)
     : engine(e),
-      poll_mode(options.poll_mode),
       transfer_timeout_ns(static_cast<int64_t>(options.transfer_timeout_s * 1e9)),
       duration_ns(static_cast<int64_t>(options.duration_s * 1e9)),
       pacer(options.request_interval_us * 1000),

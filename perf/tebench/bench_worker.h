@@ -49,6 +49,7 @@ struct ThreadPlan {
   bool check = false;
   IntentType intent = IntentType::UNSPEC;
   uint64_t deadline_us = 0;
+  PollMode poll_mode = PollMode::kSpin;
 };
 
 // Called once, by the last thread to reach the start barrier, before any
@@ -63,7 +64,6 @@ struct Run {
   Run(TransferEngine* engine, const BenchOptions& options, uint32_t threads);
 
   TransferEngine* engine;
-  PollMode poll_mode;
   int64_t transfer_timeout_ns;
   int64_t duration_ns;
   int64_t warmup_end_ns = 0;

@@ -139,7 +139,7 @@ class TransferLoop {
         run_->abort.store(true);
         return false;
       }
-      if (run_->poll_mode == PollMode::kYield) std::this_thread::yield();
+      if (plan_.poll_mode == PollMode::kYield) std::this_thread::yield();
     }
   }
 

@@ -110,6 +110,13 @@ Status applyField(const std::string& key, const json& value, const std::string& 
     c->deadline_given = true;
   } else if (key == "slo_us") {
     TENT_ASSIGN_OR_RETURN(c->slo_us, readUnsigned(value, where, key, 0, uint64_t{1} << 40));
+  } else if (key == "poll_mode") {
+    auto mode = value.is_string() ? parsePollMode(value.get<std::string>())
+                                  : Result<PollMode>(Status::InvalidArgument(""));
+    if (!mode.ok())
+      return fieldError(where, key, "must be \"spin\" or \"yield\", got " + value.dump());
+    c->poll_mode = *mode;
+    c->poll_given = true;
   } else if (key == "weight") {
     if (!value.is_number() || !std::isfinite(value.get<double>()) || value.get<double>() <= 0) {
       return fieldError(where, key, "must be a finite number > 0, got " + value.dump());
@@ -146,7 +153,7 @@ Result<WorkloadClass> parseClass(const json& object, size_t index) {
 const std::vector<std::string>& workloadClassKeys() {
   static const std::vector<std::string> keys = {"name",       "threads",     "block_size",
                                                 "batch_size", "intent_type", "deadline_us",
-                                                "slo_us",     "weight"};
+                                                "slo_us",     "weight",      "poll_mode"};
   return keys;
 }
 
@@ -157,6 +164,17 @@ Result<IntentType> parseIntentName(std::string_view text) {
   }
   return Status::InvalidArgument("unknown intent type '" + std::string(text) +
                                  "'; allowed: " + allowedIntents());
+}
+
+Result<PollMode> parsePollMode(std::string_view text) {
+  if (text == "spin") return PollMode::kSpin;
+  if (text == "yield") return PollMode::kYield;
+  return Status::InvalidArgument("unknown poll mode '" + std::string(text) +
+                                 "'; allowed: spin, yield");
+}
+
+std::string_view pollModeName(PollMode mode) noexcept {
+  return mode == PollMode::kYield ? "yield" : "spin";
 }
 
 std::string_view intentName(IntentType type) noexcept {

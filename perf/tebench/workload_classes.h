@@ -14,6 +14,14 @@
 
 namespace tent::bench {
 
+// How a benchmark thread waits for its transfer.
+enum class PollMode : uint8_t {
+  kSpin,   // poll getTransferStatus back to back (what latency-sensitive callers do)
+  kYield,  // std::this_thread::yield() between polls (a bulk caller sharing a small CPU)
+};
+Result<PollMode> parsePollMode(std::string_view text);
+std::string_view pollModeName(PollMode mode) noexcept;
+
 struct WorkloadClass {
   std::string name;
   uint32_t threads = 0;
@@ -23,10 +31,12 @@ struct WorkloadClass {
   uint64_t deadline_us = 0;  // 0: no deadline; else deadline_ns = submit time + deadline_us
   uint64_t slo_us = 0;       // 0: no SLO (attainment 1, goodput = throughput)
   double weight = 1.0;
-  // Whether the JSON stated the field; the global --tent_intent_type and
-  // --deadline_us apply to classes that leave them out.
+  PollMode poll_mode = PollMode::kSpin;  // tent's addition
+  // Whether the JSON stated the field; the global --tent_intent_type,
+  // --deadline_us and --poll_mode apply to classes that leave them out.
   bool intent_given = false;
   bool deadline_given = false;
+  bool poll_given = false;
 };
 
 // The keys a class object may carry, in the order the docs list them.

@@ -137,14 +137,17 @@ TEST(BenchOptions, QosBufferMustHoldEveryThreadRegion) {
 
 TEST(BenchOptions, GlobalIntentAndDeadlineAreClassDefaults) {
   auto r = parse({"--target_seg_name=h:1", "--tent_intent_type=checkpoint", "--deadline_us=50",
+                  "--poll_mode=yield",
                   R"(--workload_classes_json=[{"name":"a","threads":1,"block_size":4096},
                      {"name":"b","threads":1,"block_size":4096,"intent_type":"unspec",
-                      "deadline_us":0}])"});
+                      "deadline_us":0, "poll_mode":"spin"}])"});
   ASSERT_TRUE(r.ok()) << r.status().toString();
   EXPECT_EQ(r->classes[0].intent_type, IntentType::CHECKPOINT);
   EXPECT_EQ(r->classes[0].deadline_us, 50u);
   EXPECT_EQ(r->classes[1].intent_type, IntentType::UNSPEC);
   EXPECT_EQ(r->classes[1].deadline_us, 0u);
+  EXPECT_EQ(r->classes[0].poll_mode, PollMode::kYield);
+  EXPECT_EQ(r->classes[1].poll_mode, PollMode::kSpin);
 }
 
 TEST(BenchOptions, HelpAndUsage) {

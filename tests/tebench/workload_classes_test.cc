@@ -46,6 +46,17 @@ TEST(WorkloadClasses, FullClassAndDefaults) {
   EXPECT_EQ(totalThreads(*r), 8u);
 }
 
+TEST(WorkloadClasses, PollMode) {
+  auto r = parseWorkloadClasses(R"([{"name":"a","threads":1,"block_size":8,"poll_mode":"yield"},
+                                    {"name":"b","threads":1,"block_size":8}])");
+  ASSERT_TRUE(r.ok()) << r.status().toString();
+  EXPECT_EQ((*r)[0].poll_mode, PollMode::kYield);
+  EXPECT_TRUE((*r)[0].poll_given);
+  EXPECT_FALSE((*r)[1].poll_given);
+  expectMentions(errorOf(R"([{"name":"a","threads":1,"block_size":8,"poll_mode":"sleep"}])"),
+                 {"field 'poll_mode'", "\"spin\" or \"yield\"", "\"sleep\""});
+}
+
 TEST(WorkloadClasses, IntentByNumber) {
   auto r = parseWorkloadClasses(R"([{"name":"a","threads":1,"block_size":8,"intent_type":3}])");
   ASSERT_TRUE(r.ok()) << r.status().toString();
