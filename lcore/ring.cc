@@ -25,10 +25,42 @@ Result<uint32_t> ringSlots(const std::string& name, uint32_t capacity) {
   return static_cast<uint32_t>(rte_align32pow2(capacity < 2 ? 2 : capacity));
 }
 
+unsigned syncFlags(const RingOptions& options) {
+  unsigned flags = 0;
+  switch (options.producers) {
+    case RingSync::kRts:
+      flags |= RING_F_MP_RTS_ENQ;
+      break;
+    case RingSync::kClassic:
+      break;
+    case RingSync::kSingle:
+      flags |= RING_F_SP_ENQ;
+      break;
+  }
+  switch (options.consumers) {
+    case RingSync::kRts:
+      flags |= RING_F_MC_RTS_DEQ;
+      break;
+    case RingSync::kClassic:
+      break;
+    case RingSync::kSingle:
+      flags |= RING_F_SC_DEQ;
+      break;
+  }
+  return flags;
+}
+
 }  // namespace
 
 Result<std::unique_ptr<RawRing>> RawRing::create(const std::string& name, uint32_t capacity,
                                                  bool single_consumer) {
+  RingOptions options;
+  options.consumers = single_consumer ? RingSync::kSingle : RingSync::kRts;
+  return create(name, capacity, options);
+}
+
+Result<std::unique_ptr<RawRing>> RawRing::create(const std::string& name, uint32_t capacity,
+                                                 const RingOptions& options) {
   if (name.empty() || name.size() >= RTE_RING_NAMESIZE) {
     return Status::InvalidArgument("ring name '" + name + "' must have 1 to " +
                                    std::to_string(RTE_RING_NAMESIZE - 1) + " characters");
@@ -45,13 +77,7 @@ Result<std::unique_ptr<RawRing>> RawRing::create(const std::string& name, uint32
                                      std::to_string(bytes) + " bytes");
   }
   auto* ring = static_cast<rte_ring*>(mem);
-  // Producers are any caller threads, often more than there are cores, so they
-  // can be preempted mid-enqueue. Relaxed tail sync (RTS) lets the others finish
-  // instead of spinning until the preempted one runs again, as the default MP
-  // mode would. Several consumers are lcores, which get preempted on small
-  // machines as well, so they use RTS too.
-  const unsigned flags = RING_F_MP_RTS_ENQ | (single_consumer ? RING_F_SC_DEQ : RING_F_MC_RTS_DEQ);
-  const int rc = rte_ring_init(ring, name.c_str(), slots, flags);
+  const int rc = rte_ring_init(ring, name.c_str(), slots, syncFlags(options));
   if (rc != 0) {
     free(mem);
     return Status::Internal("ring '" + name + "': rte_ring_init failed: " + strerror(-rc));
@@ -63,6 +89,7 @@ Result<std::unique_ptr<RawRing>> RawRing::create(const std::string& name, uint32
   }
   out->ring_ = ring;
   out->mem_ = mem;
+  out->options_ = options;
   return out;
 }
 

@@ -1,4 +1,5 @@
-// Typed rte_ring wrappers: multi-producer / single-consumer work queues of pointers.
+// Typed rte_ring wrappers: work queues of pointers, by default multi-producer /
+// single-consumer.
 // The ring memory is allocated by us and initialised with rte_ring_init, so rings
 // work with or without EAL (manual mode, unit tests).
 #pragma once
@@ -14,11 +15,34 @@ struct rte_ring;
 
 namespace tent::lcore {
 
+// How the threads of one side of a ring (producers or consumers) synchronise.
+enum class RingSync : uint8_t {
+  // DPDK's relaxed tail sync (RTS): several threads, and one preempted in the middle
+  // of its operation does not make the others spin until it runs again. The default
+  // for multi-thread sides: tent's producers are application threads, often more
+  // than there are cores (docs/lcore.md has the measurements).
+  kRts = 0,
+  // DPDK's default multi-thread mode: cheaper per operation, but a thread preempted
+  // mid-operation stalls every later one on that side. Only for threads that are
+  // never preempted (pinned lcores that own their cores).
+  kClassic,
+  // Exactly one thread on that side (single producer / single consumer): fastest.
+  kSingle,
+};
+
+struct RingOptions {
+  RingSync producers = RingSync::kRts;
+  RingSync consumers = RingSync::kSingle;
+};
+
 class RawRing {
  public:
   // `capacity` is rounded up to a power of two (usable slots = that minus one).
+  // RTS producers; a single consumer, or RTS consumers.
   static Result<std::unique_ptr<RawRing>> create(const std::string& name, uint32_t capacity,
                                                  bool single_consumer = true);
+  static Result<std::unique_ptr<RawRing>> create(const std::string& name, uint32_t capacity,
+                                                 const RingOptions& options);
   ~RawRing();
   RawRing(const RawRing&) = delete;
   RawRing& operator=(const RawRing&) = delete;
@@ -31,11 +55,13 @@ class RawRing {
   unsigned dequeueBurst_lc(void** objs, unsigned n) noexcept;
   unsigned count() const noexcept;
   unsigned capacity() const noexcept;
+  const RingOptions& options() const noexcept { return options_; }
 
  private:
   RawRing() = default;
   rte_ring* ring_ = nullptr;
   void* mem_ = nullptr;
+  RingOptions options_;
 };
 
 template <typename T>
@@ -43,9 +69,11 @@ class Ring {
  public:
   static Result<std::unique_ptr<Ring>> create(const std::string& name, uint32_t capacity,
                                               bool single_consumer = true) {
-    auto raw = RawRing::create(name, capacity, single_consumer);
-    if (!raw.ok()) return raw.status();
-    return std::unique_ptr<Ring>(new Ring(std::move(raw).value()));
+    return wrap(RawRing::create(name, capacity, single_consumer));
+  }
+  static Result<std::unique_ptr<Ring>> create(const std::string& name, uint32_t capacity,
+                                              const RingOptions& options) {
+    return wrap(RawRing::create(name, capacity, options));
   }
   bool enqueue(T* obj) noexcept { return raw_->enqueue(obj); }
   unsigned enqueueBulk(T* const* objs, unsigned n) noexcept {
@@ -62,6 +90,10 @@ class Ring {
 
  private:
   explicit Ring(std::unique_ptr<RawRing> raw) : raw_(std::move(raw)) {}
+  static Result<std::unique_ptr<Ring>> wrap(Result<std::unique_ptr<RawRing>> raw) {
+    if (!raw.ok()) return raw.status();
+    return std::unique_ptr<Ring>(new Ring(std::move(raw).value()));
+  }
   std::unique_ptr<RawRing> raw_;
 };
 

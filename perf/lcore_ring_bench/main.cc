@@ -16,29 +16,39 @@
 #include <vector>
 
 #include "bench_pollers.h"
+#include "fan_in.h"
 #include "lcore/runtime.h"
 
 namespace tent::bench {
 namespace {
 
 constexpr uint32_t kRingSize = 4096;
-constexpr uint64_t kObjectsPerIteration = 20;  // throughput objects per --iterations
+constexpr uint64_t kObjectsPerIteration = 10;  // throughput objects per --iterations
 constexpr auto kPhaseTimeout = std::chrono::seconds(120);
+
+constexpr unsigned kFanInLimitS = 30;
 
 struct Options {
   uint64_t iterations = 100000;
   unsigned burst = 32;
   int cpus[2] = {-1, -1};
+  unsigned producers = 4;
+  lcore::RingSync producer_sync = lcore::RingSync::kRts;
 };
 
 void usage(FILE* out) {
   std::fprintf(out,
-               "usage: lcore_ring_bench [--iterations=N] [--burst=N] [--cpus=a,b] [--help]\n"
+               "usage: lcore_ring_bench [--iterations=N] [--burst=N] [--cpus=a,b] [--producers=N]\n"
+               "                        [--producer-sync=rts|classic] [--help]\n"
                "  --iterations=N  ping-pong round trips (default 100000); the throughput runs\n"
                "                  move %llu x N objects each\n"
                "  --burst=N       burst size of the burst throughput run, 1..%u (default 32)\n"
                "  --cpus=a,b      CPUs of the two lcores, -1 = unpinned (default: the first two\n"
-               "                  CPUs this process may use, or unpinned with only one)\n",
+               "                  CPUs this process may use, or unpinned with only one)\n"
+               "  --producers=N   application threads of the fan-in run, 1..64 (default 4)\n"
+               "  --producer-sync=rts|classic\n"
+               "                  producer mode of the fan-in ring (default rts, tent's default;\n"
+               "                  classic = DPDK's default MP mode, for comparison)\n",
                static_cast<unsigned long long>(kObjectsPerIteration), ProducerPoller::kMaxBurst);
 }
 
@@ -97,6 +107,12 @@ int parseOptions(int argc, char** argv, Options* o) {
     } else if (flag == "--burst") {
       ok = parseUnsigned(value, ProducerPoller::kMaxBurst, &v);
       o->burst = static_cast<unsigned>(v);
+    } else if (flag == "--producers") {
+      ok = parseUnsigned(value, 64, &v);
+      o->producers = static_cast<unsigned>(v);
+    } else if (flag == "--producer-sync") {
+      ok = value == "rts" || value == "classic";
+      o->producer_sync = value == "classic" ? lcore::RingSync::kClassic : lcore::RingSync::kRts;
     } else if (flag == "--cpus") {
       const size_t comma = value.find(',');
       ok = comma != std::string::npos && parseCpu(value.substr(0, comma), &o->cpus[0]) &&
@@ -207,32 +223,80 @@ std::string cpuText(int cpu) {
   return cpu < 0 ? "unpinned" : std::to_string(cpu);
 }
 
-void report(const Options& o, double tsc_hz, const Latency& l, double single, double burst) {
-  const uint64_t objects = o.iterations * kObjectsPerIteration;
+const char* syncName(lcore::RingSync sync) {
+  return sync == lcore::RingSync::kClassic ? "classic" : "rts";
+}
+
+// The 1-minute load average: the figures mean little on a machine busy with other work.
+double loadAverage() {
+  double load[1] = {-1};
+  return getloadavg(load, 1) == 1 ? load[0] : -1;
+}
+
+struct Figures {
+  Latency latency;
+  double single = 0;
+  double burst = 0;
+  FanInResult fan_in;
+};
+
+void printTable(const Options& o, double tsc_hz, const Figures& f, double load) {
   std::printf(
-      "lcore_ring_bench: lcores on CPU %s and %s, TSC %.3f GHz, rte_ring MP/SC (%u slots)\n",
-      cpuText(o.cpus[0]).c_str(), cpuText(o.cpus[1]).c_str(), tsc_hz / 1e9, kRingSize);
-  std::printf("%-44s %14s\n", "metric", "value");
-  std::printf("%-44s %14.1f\n", "hand-off one-way p50 (ns)", l.p50_ns);
-  std::printf("%-44s %14.1f\n", "hand-off one-way p99 (ns)", l.p99_ns);
-  std::printf("%-44s %14.1f\n", "hand-off one-way p999 (ns)", l.p999_ns);
-  std::printf("%-44s %14.1f\n", "hand-off one-way mean (ns)", l.mean_ns);
-  std::printf("%-44s %14.3e\n", "throughput single enqueue/dequeue (obj/s)", single);
-  const std::string burst_row = "throughput burst " + std::to_string(o.burst) + " (obj/s)";
-  std::printf("%-44s %14.3e\n", burst_row.c_str(), burst);
-  std::printf("(%llu round trips; %llu objects per throughput run; every object checked)\n",
-              static_cast<unsigned long long>(o.iterations),
-              static_cast<unsigned long long>(objects));
+      "lcore_ring_bench: lcores on CPU %s and %s, TSC %.3f GHz, tent RawRing (rte_ring, RTS "
+      "producers, single consumer, %u slots), load average %.2f\n",
+      cpuText(o.cpus[0]).c_str(), cpuText(o.cpus[1]).c_str(), tsc_hz / 1e9, kRingSize, load);
+  auto row = [](const std::string& name, double value, const char* fmt) {
+    std::printf("%-52s ", name.c_str());
+    std::printf(fmt, value);
+    std::printf("\n");
+  };
+  std::printf("%-52s %14s\n", "metric", "value");
+  row("hand-off one-way p50 (ns)", f.latency.p50_ns, "%14.1f");
+  row("hand-off one-way p99 (ns)", f.latency.p99_ns, "%14.1f");
+  row("hand-off one-way p999 (ns)", f.latency.p999_ns, "%14.1f");
+  row("hand-off one-way mean (ns)", f.latency.mean_ns, "%14.1f");
+  row("throughput single enqueue/dequeue (obj/s)", f.single, "%14.3e");
+  row("throughput burst " + std::to_string(o.burst) + " (obj/s)", f.burst, "%14.3e");
+  const std::string fan = "fan-in " + std::to_string(o.producers) + " threads, " +
+                          syncName(o.producer_sync) + ", bulk 8";
+  row(fan + " (obj/s)", f.fan_in.obj_per_s, "%14.3e");
+  row(fan + " enqueue p99 (ns)", f.fan_in.enqueue_p99_ns, "%14.1f");
+  row(fan + " enqueue p999 (ns)", f.fan_in.enqueue_p999_ns, "%14.1f");
+  row(fan + " enqueue max (ns)", f.fan_in.enqueue_max_ns, "%14.1f");
+  std::printf(
+      "(%llu round trips; %llu objects per throughput and fan-in run; every object "
+      "checked)\n",
+      static_cast<unsigned long long>(o.iterations),
+      static_cast<unsigned long long>(o.iterations * kObjectsPerIteration));
+}
+
+void printJson(const Options& o, double tsc_hz, const Figures& f, double load) {
+  const FanInResult& fi = f.fan_in;
   nlohmann::json j = {
       {"bench", "lcore_ring_bench"},
       {"cpus", {o.cpus[0], o.cpus[1]}},
       {"tsc_hz", tsc_hz},
+      {"load_average_1m", load},
       {"ring_slots", kRingSize},
       {"round_trips", o.iterations},
-      {"objects", objects},
+      {"objects", o.iterations * kObjectsPerIteration},
       {"handoff_one_way_ns",
-       {{"p50", l.p50_ns}, {"p99", l.p99_ns}, {"p999", l.p999_ns}, {"mean", l.mean_ns}}},
-      {"throughput_obj_per_s", {{"single", single}, {"burst", burst}, {"burst_size", o.burst}}},
+       {{"p50", f.latency.p50_ns},
+        {"p99", f.latency.p99_ns},
+        {"p999", f.latency.p999_ns},
+        {"mean", f.latency.mean_ns}}},
+      {"throughput_obj_per_s", {{"single", f.single}, {"burst", f.burst}, {"burst_size", o.burst}}},
+      {"fan_in",
+       {{"producers", o.producers},
+        {"producer_sync", syncName(o.producer_sync)},
+        {"bulk", 8},
+        {"finished", fi.finished},
+        {"obj_per_s", fi.obj_per_s},
+        {"enqueue_ns",
+         {{"p50", fi.enqueue_p50_ns},
+          {"p99", fi.enqueue_p99_ns},
+          {"p999", fi.enqueue_p999_ns},
+          {"max", fi.enqueue_max_ns}}}}},
   };
   std::printf("%s\n", j.dump().c_str());
 }
@@ -248,14 +312,28 @@ int run(int argc, char** argv) {
   }
   const double tsc_hz = static_cast<double>(rte_get_tsc_hz());
   const uint64_t objects = o.iterations * kObjectsPerIteration;
-  Latency latency;
-  double single = 0, burst = 0;
-  if (!measureLatency(**rt, o, tsc_hz, &latency) ||
-      !measureThroughput(**rt, objects, 1, tsc_hz, &single) ||
-      !measureThroughput(**rt, objects, o.burst, tsc_hz, &burst)) {
+  Figures f;
+  if (!measureLatency(**rt, o, tsc_hz, &f.latency) ||
+      !measureThroughput(**rt, objects, 1, tsc_hz, &f.single) ||
+      !measureThroughput(**rt, objects, o.burst, tsc_hz, &f.burst)) {
     return 1;
   }
-  report(o, tsc_hz, latency, single, burst);
+  f.fan_in = runFanIn(**rt, 1, o.producers, objects, o.producer_sync, tsc_hz, kFanInLimitS);
+  if (!f.fan_in.finished) {
+    // Producers are stuck (classic mode convoy): report and end the process without joining.
+    std::printf("fan-in with %u %s producers did not finish within %u s\n", o.producers,
+                syncName(o.producer_sync), kFanInLimitS);
+    std::fflush(stdout);
+    std::_Exit(1);
+  }
+  if (f.fan_in.errors != 0) {
+    std::fprintf(stderr, "lcore_ring_bench: fan-in: %llu order errors\n",
+                 static_cast<unsigned long long>(f.fan_in.errors));
+    return 1;
+  }
+  const double load = loadAverage();
+  printTable(o, tsc_hz, f, load);
+  printJson(o, tsc_hz, f, load);
   return 0;
 }
 

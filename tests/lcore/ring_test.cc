@@ -91,6 +91,34 @@ TEST(RawRing, BurstTakesWhatFits) {
   for (uintptr_t i = 0; i < 7; ++i) EXPECT_EQ(number(out[i]), i + 4);
 }
 
+TEST(RawRing, DefaultsAreRtsProducersAndSingleConsumer) {
+  auto sc = makeRing(8);
+  EXPECT_EQ(sc->options().producers, RingSync::kRts);
+  EXPECT_EQ(sc->options().consumers, RingSync::kSingle);
+  auto mc = makeRing(8, /*single_consumer=*/false);
+  EXPECT_EQ(mc->options().consumers, RingSync::kRts);
+}
+
+// Every producer/consumer mode combination moves objects in order (one thread).
+TEST(RawRing, EverySyncModeWorks) {
+  const RingSync modes[] = {RingSync::kRts, RingSync::kClassic, RingSync::kSingle};
+  for (RingSync producers : modes) {
+    for (RingSync consumers : modes) {
+      auto ring = RawRing::create("modes", 8, RingOptions{producers, consumers});
+      ASSERT_TRUE(ring.ok()) << ring.status().toString();
+      EXPECT_EQ((*ring)->options().producers, producers);
+      EXPECT_EQ((*ring)->options().consumers, consumers);
+      void* in[7];
+      for (uintptr_t i = 0; i < 7; ++i) in[i] = token(i + 1);
+      ASSERT_EQ((*ring)->enqueueBulk(in, 7), 7u);
+      EXPECT_FALSE((*ring)->enqueue(token(8)));
+      void* out[8];
+      ASSERT_EQ((*ring)->dequeueBurst_lc(out, 8), 7u);
+      for (uintptr_t i = 0; i < 7; ++i) EXPECT_EQ(number(out[i]), i + 1);
+    }
+  }
+}
+
 struct Item {
   int value;
 };
