@@ -34,22 +34,51 @@ struct Options {
   int cpus[2] = {-1, -1};
   unsigned producers = 4;
   lcore::RingSync producer_sync = lcore::RingSync::kRts;
+  lcore::RingSync ring_sync = lcore::RingSync::kRts;  // ping-pong and throughput rings
 };
 
 void usage(FILE* out) {
-  std::fprintf(out,
-               "usage: lcore_ring_bench [--iterations=N] [--burst=N] [--cpus=a,b] [--producers=N]\n"
-               "                        [--producer-sync=rts|classic] [--help]\n"
-               "  --iterations=N  ping-pong round trips (default 100000); the throughput runs\n"
-               "                  move %llu x N objects each\n"
-               "  --burst=N       burst size of the burst throughput run, 1..%u (default 32)\n"
-               "  --cpus=a,b      CPUs of the two lcores, -1 = unpinned (default: the first two\n"
-               "                  CPUs this process may use, or unpinned with only one)\n"
-               "  --producers=N   application threads of the fan-in run, 1..64 (default 4)\n"
-               "  --producer-sync=rts|classic\n"
-               "                  producer mode of the fan-in ring (default rts, tent's default;\n"
-               "                  classic = DPDK's default MP mode, for comparison)\n",
-               static_cast<unsigned long long>(kObjectsPerIteration), ProducerPoller::kMaxBurst);
+  std::fprintf(
+      out,
+      "usage: lcore_ring_bench [--iterations=N] [--burst=N] [--cpus=a,b] [--producers=N]\n"
+      "                        [--producer-sync=rts|classic] [--ring-sync=rts|classic|single]\n"
+      "                        [--help]\n"
+      "  --iterations=N  ping-pong round trips (default 100000); the throughput runs\n"
+      "                  move %llu x N objects each\n"
+      "  --burst=N       burst size of the burst throughput run, 1..%u (default 32)\n"
+      "  --cpus=a,b      CPUs of the two lcores, -1 = unpinned (default: the first two\n"
+      "                  CPUs this process may use, or unpinned with only one)\n"
+      "  --producers=N   application threads of the fan-in run, 1..64 (default 4)\n"
+      "  --producer-sync=rts|classic\n"
+      "                  producer mode of the fan-in ring (default rts, tent's default;\n"
+      "                  classic = DPDK's default MP mode, for comparison)\n"
+      "  --ring-sync=rts|classic|single\n"
+      "                  producer mode of the ping-pong and throughput rings (default\n"
+      "                  rts; each has one producer, so single is allowed)\n",
+      static_cast<unsigned long long>(kObjectsPerIteration), ProducerPoller::kMaxBurst);
+}
+
+const char* syncName(lcore::RingSync sync) {
+  switch (sync) {
+    case lcore::RingSync::kClassic:
+      return "classic";
+    case lcore::RingSync::kSingle:
+      return "single";
+    default:
+      return "rts";
+  }
+}
+
+bool parseSync(const std::string& text, lcore::RingSync* out) {
+  if (text == "rts")
+    *out = lcore::RingSync::kRts;
+  else if (text == "classic")
+    *out = lcore::RingSync::kClassic;
+  else if (text == "single")
+    *out = lcore::RingSync::kSingle;
+  else
+    return false;
+  return true;
 }
 
 bool parseUnsigned(const std::string& text, uint64_t max, uint64_t* out) {
@@ -113,6 +142,8 @@ int parseOptions(int argc, char** argv, Options* o) {
     } else if (flag == "--producer-sync") {
       ok = value == "rts" || value == "classic";
       o->producer_sync = value == "classic" ? lcore::RingSync::kClassic : lcore::RingSync::kRts;
+    } else if (flag == "--ring-sync") {
+      ok = parseSync(value, &o->ring_sync);
     } else if (flag == "--cpus") {
       const size_t comma = value.find(',');
       ok = comma != std::string::npos && parseCpu(value.substr(0, comma), &o->cpus[0]) &&
@@ -190,13 +221,16 @@ Latency oneWayLatency(std::vector<uint64_t>& rtt, double tsc_hz) {
   return l;
 }
 
-Result<std::unique_ptr<lcore::RawRing>> makeRing(const char* name) {
-  return lcore::RawRing::create(name, kRingSize, /*single_consumer=*/true);
+// The producer side of the ping-pong and throughput rings (one producer each, so
+// `single` is allowed there); their consumer side is always single.
+Result<std::unique_ptr<lcore::RawRing>> makeRing(const char* name, lcore::RingSync producers) {
+  return lcore::RawRing::create(name, kRingSize,
+                                lcore::RingOptions{producers, lcore::RingSync::kSingle});
 }
 
 bool measureLatency(lcore::Runtime& rt, const Options& o, double tsc_hz, Latency* out) {
-  auto ping = makeRing("bench-ping");
-  auto pong = makeRing("bench-pong");
+  auto ping = makeRing("bench-ping", o.ring_sync);
+  auto pong = makeRing("bench-pong", o.ring_sync);
   if (!ping.ok() || !pong.ok()) return false;
   const uint64_t warmup = std::min<uint64_t>(o.iterations / 10, 10000);
   PingPoller pinger(**ping, **pong, o.iterations, warmup);
@@ -206,9 +240,10 @@ bool measureLatency(lcore::Runtime& rt, const Options& o, double tsc_hz, Latency
   return true;
 }
 
-bool measureThroughput(lcore::Runtime& rt, uint64_t objects, unsigned burst, double tsc_hz,
+bool measureThroughput(lcore::Runtime& rt, const Options& o, unsigned burst, double tsc_hz,
                        double* ops_per_s) {
-  auto ring = makeRing("bench-stream");
+  const uint64_t objects = o.iterations * kObjectsPerIteration;
+  auto ring = makeRing("bench-stream", o.ring_sync);
   if (!ring.ok()) return false;
   ProducerPoller producer(**ring, objects, burst);
   ConsumerPoller consumer(**ring, objects, burst);
@@ -221,10 +256,6 @@ bool measureThroughput(lcore::Runtime& rt, uint64_t objects, unsigned burst, dou
 
 std::string cpuText(int cpu) {
   return cpu < 0 ? "unpinned" : std::to_string(cpu);
-}
-
-const char* syncName(lcore::RingSync sync) {
-  return sync == lcore::RingSync::kClassic ? "classic" : "rts";
 }
 
 // The 1-minute load average: the figures mean little on a machine busy with other work.
@@ -242,9 +273,10 @@ struct Figures {
 
 void printTable(const Options& o, double tsc_hz, const Figures& f, double load) {
   std::printf(
-      "lcore_ring_bench: lcores on CPU %s and %s, TSC %.3f GHz, tent RawRing (rte_ring, RTS "
+      "lcore_ring_bench: lcores on CPU %s and %s, TSC %.3f GHz, tent RawRing (rte_ring, %s "
       "producers, single consumer, %u slots), load average %.2f\n",
-      cpuText(o.cpus[0]).c_str(), cpuText(o.cpus[1]).c_str(), tsc_hz / 1e9, kRingSize, load);
+      cpuText(o.cpus[0]).c_str(), cpuText(o.cpus[1]).c_str(), tsc_hz / 1e9, syncName(o.ring_sync),
+      kRingSize, load);
   auto row = [](const std::string& name, double value, const char* fmt) {
     std::printf("%-52s ", name.c_str());
     std::printf(fmt, value);
@@ -278,6 +310,7 @@ void printJson(const Options& o, double tsc_hz, const Figures& f, double load) {
       {"tsc_hz", tsc_hz},
       {"load_average_1m", load},
       {"ring_slots", kRingSize},
+      {"ring_sync", syncName(o.ring_sync)},
       {"round_trips", o.iterations},
       {"objects", o.iterations * kObjectsPerIteration},
       {"handoff_one_way_ns",
@@ -314,8 +347,8 @@ int run(int argc, char** argv) {
   const uint64_t objects = o.iterations * kObjectsPerIteration;
   Figures f;
   if (!measureLatency(**rt, o, tsc_hz, &f.latency) ||
-      !measureThroughput(**rt, objects, 1, tsc_hz, &f.single) ||
-      !measureThroughput(**rt, objects, o.burst, tsc_hz, &f.burst)) {
+      !measureThroughput(**rt, o, 1, tsc_hz, &f.single) ||
+      !measureThroughput(**rt, o, o.burst, tsc_hz, &f.burst)) {
     return 1;
   }
   f.fan_in = runFanIn(**rt, 1, o.producers, objects, o.producer_sync, tsc_hz, kFanInLimitS);
