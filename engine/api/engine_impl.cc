@@ -97,7 +97,7 @@ Result<std::vector<SegmentBufferInfo>> TransferEngineImpl::segmentBuffers(Segmen
 bool TransferEngineImpl::Batch::busy() const noexcept {
   size_t n = count.load(std::memory_order_acquire);
   for (size_t i = 0; i < n && i < capacity; ++i)
-    if (tasks[i].slices_left.load(std::memory_order_acquire) != 0) return true;
+    if (tasks[i].referenced()) return true;
   return false;
 }
 

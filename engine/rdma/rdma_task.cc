@@ -7,6 +7,7 @@ void RdmaTask::reset(const Request& req, uint32_t slices) noexcept {
   transferred_bytes.store(0, std::memory_order_relaxed);
   slice_count = slices;
   slices_left.store(slices, std::memory_order_relaxed);
+  refs.store(slices, std::memory_order_relaxed);
   cancel_requested.store(false, std::memory_order_relaxed);
   direct.store(false, std::memory_order_relaxed);
   direct_contexts.store(0, std::memory_order_relaxed);
@@ -44,6 +45,8 @@ bool updateSliceStatus(RdmaTask& task, uint64_t bytes, SliceResult result) noexc
   // acq_rel: the last slice sees every other slice's byte count before completing.
   if (task.slices_left.fetch_sub(1, std::memory_order_acq_rel) == 1)
     finished = finishIfPending(task, TransferState::COMPLETED) || finished;
+  // Last: after this the batch may be freed by another thread.
+  task.refs.fetch_sub(1, std::memory_order_release);
   return finished;
 }
 

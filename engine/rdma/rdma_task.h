@@ -27,9 +27,11 @@ struct RdmaTask {
   Request request;
   std::atomic<uint8_t> state{static_cast<uint8_t>(TransferState::INITIAL)};
   std::atomic<uint64_t> transferred_bytes{0};
-  // Slices not yet finalised. While non-zero the task (and its batch) stays alive:
-  // this is the task's reference count held by its slices.
+  // Slices whose status is not accounted yet; the one that takes it to 0 completes the task.
   std::atomic<uint32_t> slices_left{0};
+  // References held by slices, dropped as the very last touch of the task by
+  // updateSliceStatus(): while non-zero the task (and its batch) must stay alive.
+  std::atomic<uint32_t> refs{0};
   uint32_t slice_count = 0;
   std::atomic<bool> cancel_requested{false};
 
@@ -46,6 +48,7 @@ struct RdmaTask {
   std::atomic<bool> direct{false};
   std::atomic<uint64_t> direct_contexts{0};
 
+  bool referenced() const noexcept { return refs.load(std::memory_order_acquire) != 0; }
   TransferState loadState() const noexcept {
     return static_cast<TransferState>(state.load(std::memory_order_acquire));
   }
