@@ -99,8 +99,13 @@ grep '^#' "$out/target.log" || true
 
 # ---- the three runs ----------------------------------------------------------
 classes() {  # $1 = foreground intent, $2 = foreground deadline_us
-  printf '[{"name":"foreground","threads":%d,"block_size":4096,"batch_size":1,"intent_type":"%s","deadline_us":%d,"slo_us":%d,"weight":4},{"name":"migration","threads":%d,"block_size":4194304,"batch_size":2,"intent_type":"migration","slo_us":0,"weight":1,"poll_mode":"%s"}]' \
-    "$fg_threads" "$1" "$2" "$slo_us" "$bg_threads" "$bg_poll"
+  # The RFC's JSON, field for field; deadline_us and poll_mode only when they
+  # differ from the defaults (0, spin).
+  local fg_extra="" bg_extra=""
+  if [ "$2" != 0 ]; then fg_extra=",\"deadline_us\":$2"; fi
+  if [ "$bg_poll" != spin ]; then bg_extra=",\"poll_mode\":\"$bg_poll\""; fi
+  printf '[{"name":"foreground","threads":%d,"block_size":4096,"batch_size":1,"intent_type":"%s"%s,"slo_us":%d,"weight":4},{"name":"migration","threads":%d,"block_size":4194304,"batch_size":2,"intent_type":"migration","slo_us":0,"weight":1%s}]' \
+    "$fg_threads" "$1" "$fg_extra" "$slo_us" "$bg_threads" "$bg_extra"
 }
 
 run() {  # $1 = label, $2 = file stem, $3 = intent, $4 = deadline_us

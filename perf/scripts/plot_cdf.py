@@ -35,7 +35,9 @@ def plot(runs, fg_name, slo_us, out, title):
         ys = [p[1] for p in points]
         legend = f"{label} (n={cls['count']})"
         ax_cdf.plot(xs, ys, label=legend)
-        tail = [(x, 1 - y) for x, y in zip(xs, ys) if 1 - y > 0]
+        # Below 1/count the points interpolate between the slowest samples: not data.
+        floor = 1.0 / max(cls["count"], 1)
+        tail = [(x, 1 - y) for x, y in zip(xs, ys) if 1 - y >= floor * 0.999]
         if tail:
             ax_tail.plot([t[0] for t in tail], [t[1] for t in tail], label=legend)
     slo = slo_us or (runs[0][2].get("slo_us") if runs else 0)
