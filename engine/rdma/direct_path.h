@@ -42,6 +42,7 @@ struct DirectCounters {
   std::atomic<uint64_t> post_failures{0};
   std::atomic<uint64_t> completion_errors{0};
   std::atomic<uint64_t> timeouts{0};
+  std::atomic<uint64_t> bytes{0};
   static constexpr size_t kBuckets = 40;
   std::array<std::atomic<uint64_t>, kBuckets> latency{};
 };

@@ -200,6 +200,8 @@ void DirectPath::completeSlice(RdmaSlice* s, fabric::WcStatus status, uint64_t n
   ep->returnDirectQuota();
   ctx.releaseDirectLane(task);
   SliceResult result = SliceResult::kSuccess;
+  if (status == fabric::WcStatus::kSuccess)
+    counters_.bytes.fetch_add(s->length, std::memory_order_relaxed);
   if (status != fabric::WcStatus::kSuccess) {
     bool late = latency > uint64_t{transport_.config().direct.timeout_ms} * 1000000;
     result = late ? SliceResult::kTimeout : SliceResult::kFailed;

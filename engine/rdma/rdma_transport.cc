@@ -196,6 +196,7 @@ void RdmaTransport::fillStats(EngineStats* out) const {
     out->bytes_transferred += c.bytes.load(std::memory_order_relaxed);
   }
   direct_->fillStats(&out->direct);
+  out->bytes_transferred += direct_->counters().bytes.load(std::memory_order_relaxed);
 }
 
 }  // namespace tent::rdma

@@ -26,6 +26,7 @@ TEST_F(Direct, ForegroundGetPostsDirectAndCallerCompletesIt) {
   EXPECT_EQ(checkPattern(dst, 4096, 1), -1);
   EXPECT_EQ(lanesInUse(), 0u);
   EXPECT_EQ(engine->stats().worker.tasks, 0u);
+  EXPECT_EQ(engine->stats().bytes_transferred, 4096u);
   uint64_t hist = 0;
   for (auto v : direct().latency_histogram_ns) hist += v;
   EXPECT_EQ(hist, 1u);
