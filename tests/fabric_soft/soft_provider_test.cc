@@ -207,6 +207,23 @@ TEST(SoftProvider, ObjectsMayOutliveTheirProvider) {
   EXPECT_EQ(wc.status, WcStatus::kRetryExceeded);
 }
 
+TEST(FabricHelpers, ConnectQpNamesTheFailingStep) {
+  auto provider = makeProvider({softDevice("soft0")});
+  ASSERT_NE(provider, nullptr);
+  Device& dev = provider->device(0);
+  auto cq = std::move(dev.createCq(8)).value();
+  auto qp = std::move(dev.createQp({cq.get(), 4, 1})).value();
+  QpRemote foreign;
+  foreign.qp_num = 5;
+  const Status st = connectQp(*qp, foreign);
+  EXPECT_EQ(st.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(st.message().find("RTR"), std::string::npos) << st.toString();
+  EXPECT_EQ(qp->state(), QpState::kInit);  // INIT went through, RTR did not
+  auto peer = std::move(dev.createQp({cq.get(), 4, 1})).value();
+  EXPECT_TRUE(connectQp(*qp, remoteOf(*peer, dev)).ok());  // resumes from INIT
+  EXPECT_EQ(qp->state(), QpState::kRts);
+}
+
 TEST(FabricStrings, StatusAndStateNames) {
   EXPECT_EQ(toString(WcStatus::kRetryExceeded), "transport retry counter exceeded");
   EXPECT_EQ(toString(WcStatus::kFlushed), "work request flushed");
