@@ -330,7 +330,6 @@ class SoftQp final : public QueuePair {
     bool qp_error = false;  // injected QP error: flush outstanding WRs as well
     bool delayed = false;   // an injected delay: completion times need the precise clock
   };
-  struct Target;
 
   WrSlot& slot(uint64_t seq) noexcept { return slots_[seq & mask_]; }
   const WrSlot& slot(uint64_t seq) const noexcept { return slots_[seq & mask_]; }
@@ -354,9 +353,6 @@ class SoftQp final : public QueuePair {
   void flushLocked(uint64_t now) noexcept;  // every WR whose CQE is not yet visible
   void failInFlightLocked(WcStatus status, uint64_t now) noexcept;
   void setStateLocked(QpState s) noexcept;
-  bool hasUntransmittedLocked() const noexcept {
-    return transmitted_ < tail_.load(std::memory_order_relaxed);
-  }
 
   Status transition(QpState from, QpState to);
 
