@@ -61,12 +61,14 @@ Status LcoreLoop::detach(Poller* poller) {
 }
 
 Status LcoreLoop::publish(std::vector<Poller*> next, const char* what, const Poller* poller) {
-  auto* fresh = new (std::nothrow) PollerSet{std::move(next)};
+  const uint64_t generation = next_generation_++;
+  auto* fresh = new (std::nothrow) PollerSet{std::move(next), generation};
   if (fresh == nullptr) return Status::ResourceExhausted("out of memory for a poller set");
   // seq_cst pairs with the seq_cst load of `current_` and store of `active_` in a
   // manual pass: either that pass sees `fresh`, or we see it active and wait.
   const PollerSet* old = current_.exchange(fresh, std::memory_order_seq_cst);
-  if (!waitQuiescent(fresh)) {
+  published_generation_.store(generation, std::memory_order_release);  // wakes a sleeper
+  if (!waitQuiescent(generation)) {
     // The lcore may still be walking `old`: leak it rather than free it under the lcore.
     TENT_ERROR(kLcore, "lcore %zu: %s of %s not acknowledged within %lld s", index_, what,
                describe(poller).c_str(), static_cast<long long>(kQuiesceTimeout.count()));
@@ -80,12 +82,13 @@ Status LcoreLoop::publish(std::vector<Poller*> next, const char* what, const Pol
   return Status::OK();
 }
 
-bool LcoreLoop::waitQuiescent(const PollerSet* fresh) const {
+bool LcoreLoop::waitQuiescent(uint64_t generation) const {
   const auto deadline = std::chrono::steady_clock::now() + kQuiesceTimeout;
   IdleBackoff waiter(kControlWaitPolicy);
-  // `seen_ == fresh`: a whole pass ran over `fresh`, and every pass after it reads
-  // `fresh` or newer (coherence), so no pass over an older set is left.
-  while (active() && seen_.load(std::memory_order_acquire) != fresh) {
+  // `seen_generation_ >= generation`: a whole pass ran over the new set (or a newer
+  // one), and every later pass loads it or a newer one (coherence), so no pass over
+  // an older set is in progress or to come.
+  while (active() && seen_generation_.load(std::memory_order_acquire) < generation) {
     if (std::chrono::steady_clock::now() > deadline) return false;
     waiter.onIdle();
   }

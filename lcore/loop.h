@@ -2,8 +2,8 @@
 //
 // The loop reads an atomic pointer to an immutable PollerSet. attach/detach
 // publish a new set and wait until the lcore has finished a pass over it (it
-// stores the set it just used in `seen_`), or until it is not running; only
-// then is the old set freed. So after detach returns the poller is never
+// stores the generation of the set it just used in `seen_generation_`), or until
+// it is not running; only then is the old set freed. So after detach returns the poller is never
 // called again. See docs/lcore.md for the argument.
 #pragma once
 
@@ -24,6 +24,8 @@ namespace tent::lcore {
 // Replaced as a whole, never modified once published.
 struct PollerSet {
   std::vector<Poller*> pollers;
+  // Increases with every publication: unlike an address, it is never reused.
+  uint64_t generation = 0;
 };
 
 class LcoreLoop {
@@ -72,7 +74,7 @@ class LcoreLoop {
   static void sleepUnlessWoken(void* self, uint32_t us) noexcept;
 
   Status publish(std::vector<Poller*> next, const char* what, const Poller* poller);
-  bool waitQuiescent(const PollerSet* fresh) const;
+  bool waitQuiescent(uint64_t generation) const;
 
   const size_t index_;
   IdleBackoff backoff_;  // lcore-private
@@ -81,9 +83,13 @@ class LcoreLoop {
   alignas(64) std::atomic<const PollerSet*> current_;
   std::atomic<bool> stop_{false};
   std::atomic<bool> active_{false};
+  // The generation of `current_`, so a sleeping lcore sees a publication without
+  // dereferencing the set.
+  std::atomic<uint64_t> published_generation_{0};
+  uint64_t next_generation_ = 1;  // control side, under the caller's mutex
 
   // Written only by the lcore (single writer), read by control threads.
-  alignas(64) std::atomic<const PollerSet*> seen_{nullptr};
+  alignas(64) std::atomic<uint64_t> seen_generation_{0};
   std::atomic<uint64_t> busy_cycles_{0};
   std::atomic<uint64_t> idle_cycles_{0};
   std::atomic<uint64_t> busy_passes_{0};

@@ -30,7 +30,7 @@ size_t LcoreLoop::pass_lc() noexcept {
     busy += poller->poll_lc() == PollResult::kBusy ? 1 : 0;
   }
   // The quiescent point: every call into `set`'s pollers of this pass is done.
-  seen_.store(set, std::memory_order_release);
+  seen_generation_.store(set->generation, std::memory_order_release);
   return busy;
 }
 
@@ -76,7 +76,8 @@ void LcoreLoop::run_lc() noexcept {
 
 bool LcoreLoop::mustWake() const noexcept {
   return stop_.load(std::memory_order_acquire) ||
-         current_.load(std::memory_order_acquire) != seen_.load(std::memory_order_relaxed);
+         published_generation_.load(std::memory_order_acquire) !=
+             seen_generation_.load(std::memory_order_relaxed);
 }
 
 void LcoreLoop::sleepUnlessWoken(void* self, uint32_t us) noexcept {
