@@ -23,7 +23,10 @@ Status SlicePoller::init(uint32_t ring_size, uint32_t contexts) {
 }
 
 unsigned SlicePoller::enqueue(RdmaSlice* const* slices, unsigned n) noexcept {
-  held_.fetch_add(n, std::memory_order_relaxed);
+  // Release before the ring: the poller's acquire load of held_ after dequeuing makes
+  // the slices' contents visible in the C++ memory model (and to ThreadSanitizer),
+  // independently of how DPDK's ring orders its own accesses.
+  held_.fetch_add(n, std::memory_order_release);
   unsigned taken = ring_->enqueueBurst(slices, n);
   if (taken < n) held_.fetch_sub(n - taken, std::memory_order_relaxed);
   return taken;

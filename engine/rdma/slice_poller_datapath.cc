@@ -28,6 +28,8 @@ unsigned SlicePoller::drainRing_lc() noexcept {
   unsigned max = transport_.config().workers.burst;
   if (max > kMaxPost) max = kMaxPost;
   unsigned n = ring_->dequeueBurst_lc(burst, max);
+  if (n == 0) return 0;
+  (void)held_.load(std::memory_order_acquire);  // pairs with enqueue()'s release
   for (unsigned i = 0; i < n; ++i) pushPending_lc(burst[i]);
   return n;
 }
