@@ -19,6 +19,9 @@ void RdmaTransport::serviceSlot(EndpointSlot* slot) {
   Status s = connectSlot(slot);
   if (!s.ok()) {
     slot->failed_at_ns.store(steadyNowNs(), std::memory_order_release);
+    decltype(suspect_)::accessor a;
+    suspect_.insert(a, slot->segment);
+    a->second = true;
     TENT_WARN(kEngine, "connect %s -> segment %lu device %u: %s",
               contexts_[slot->context]->name().c_str(), static_cast<unsigned long>(slot->segment),
               slot->peer_device, s.toString().c_str());

@@ -124,6 +124,8 @@ class RdmaTransport {
                         const std::shared_ptr<const LocalBufferTable>& local, uint64_t device_mask);
   Status submitWorker(RdmaTask& task, uint64_t now) noexcept;
   bool enqueueSlice(RdmaTask& task, RdmaSlice* slice) noexcept;
+  bool suspected(SegmentId id) const;
+  void clearSuspect(SegmentId id);
   SlicePoller* pollerFor(const RdmaTask& task, const RdmaSlice& slice) noexcept;
 
   std::shared_ptr<const config::Config> config_;
@@ -154,6 +156,9 @@ class RdmaTransport {
   std::map<std::string, SegmentId> segment_ids_;  // under segments_mu_
   std::atomic<SegmentId> next_segment_{1};
   tbb::concurrent_hash_map<SegmentId, uint64_t> last_miss_refresh_ns_;
+  // Segments whose peer could not be reached by the control thread: the next submit
+  // refetches the descriptor first, so a restarted peer's new rkeys are used.
+  tbb::concurrent_hash_map<SegmentId, bool> suspect_;
 
   // Passive endpoints, keyed by (our context, initiator instance, initiator device).
   std::mutex passive_mu_;

@@ -35,6 +35,9 @@ Status RdmaTransport::resolveRequest(const Request& req, size_t index, RdmaTask&
   if (!lb)
     return Status::InvalidArgument(where() + "source " + hexRange(req.source, req.length) +
                                    " is not inside registered local memory");
+  if (req.target_id != LOCAL_SEGMENT_ID && suspected(req.target_id) &&
+      refreshSegment(req.target_id, false).ok())
+    clearSuspect(req.target_id);  // reachable again: routed with its current descriptor
   auto peer = segment(req.target_id);
   if (!peer)
     return Status::NotFound(where() + "segment " + std::to_string(req.target_id) + " is not open");
@@ -57,6 +60,16 @@ Status RdmaTransport::resolveRequest(const Request& req, size_t index, RdmaTask&
   task.device_mask = device_mask;
   task.latency_sensitive = direct_->wantsDirect(req);
   return Status::OK();
+}
+
+bool RdmaTransport::suspected(SegmentId id) const {
+  decltype(suspect_)::const_accessor a;
+  return suspect_.find(a, id) && a->second;
+}
+
+void RdmaTransport::clearSuspect(SegmentId id) {
+  decltype(suspect_)::accessor a;
+  if (suspect_.find(a, id)) a->second = false;
 }
 
 Status RdmaTransport::submitTransferTasks(std::span<const Request> requests, RdmaTask* tasks,

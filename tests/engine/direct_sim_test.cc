@@ -197,7 +197,7 @@ void faultOnDirectQp(DirectFixture& f, fabric::soft::FaultAction action, uint64_
   ASSERT_TRUE(f.faults().addRule(rule).ok());
 }
 
-bool waitFor(const std::function<bool()>& cond, double seconds = 10) {
+bool waitFor(const std::function<bool()>& cond, double seconds = 30) {
   auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(seconds);
   while (!cond()) {
     if (std::chrono::steady_clock::now() > deadline) return false;

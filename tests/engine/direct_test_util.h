@@ -33,7 +33,7 @@ struct DirectFixture : ::testing::Test {
     return r;
   }
   // Connects every context's endpoint to the same-named peer device.
-  bool waitEndpoints(SegmentId seg = LOCAL_SEGMENT_ID, double seconds = 10) {
+  bool waitEndpoints(SegmentId seg = LOCAL_SEGMENT_ID, double seconds = 30) {
     auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(seconds);
     for (;;) {
       bool all = true;
@@ -56,7 +56,7 @@ struct DirectFixture : ::testing::Test {
     return *b;
   }
   // Polls through getTransferStatus only (caller-driven progress), no poller steps.
-  TransferStatus pollCaller(BatchId b, double seconds = 10) {
+  TransferStatus pollCaller(BatchId b, double seconds = 30) {
     auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(seconds);
     for (;;) {
       auto st = engine->getTransferStatus(b, 0);
