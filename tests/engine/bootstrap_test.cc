@@ -41,7 +41,9 @@ TEST(Bootstrap, EveryTruncationIsRejected) {
   for (size_t n = 0; n < bytes.size(); ++n) {
     auto parsed = parseBootstrap(std::span<const uint8_t>(bytes.data(), n));
     EXPECT_FALSE(parsed.ok()) << "prefix of " << n << " bytes parsed";
-    if (!parsed.ok()) EXPECT_EQ(parsed.status().code(), StatusCode::kInvalidArgument);
+    if (!parsed.ok()) {
+      EXPECT_EQ(parsed.status().code(), StatusCode::kInvalidArgument);
+    }
   }
 }
 
