@@ -21,26 +21,6 @@ Result<std::unique_ptr<TransferEngine>> TransferEngine::createFromYaml(std::stri
   return build(config::loadString(yaml, "<yaml>"));
 }
 
-std::string_view toString(TransferState s) noexcept {
-  switch (s) {
-    case TransferState::INITIAL:
-      return "INITIAL";
-    case TransferState::PENDING:
-      return "PENDING";
-    case TransferState::INVALID:
-      return "INVALID";
-    case TransferState::CANCELED:
-      return "CANCELED";
-    case TransferState::COMPLETED:
-      return "COMPLETED";
-    case TransferState::TIMEOUT:
-      return "TIMEOUT";
-    case TransferState::FAILED:
-      return "FAILED";
-  }
-  return "UNKNOWN";
-}
-
 namespace {
 constexpr std::string_view kIntentNames[] = {"unspec",    "foreground_get", "background_prefetch",
                                              "migration", "checkpoint",     "weight_loading"};

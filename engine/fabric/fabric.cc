@@ -35,22 +35,6 @@ std::string_view toString(WcStatus s) noexcept {
   return "unknown";
 }
 
-std::string_view toString(QpState s) noexcept {
-  switch (s) {
-    case QpState::kReset:
-      return "RESET";
-    case QpState::kInit:
-      return "INIT";
-    case QpState::kRtr:
-      return "RTR";
-    case QpState::kRts:
-      return "RTS";
-    case QpState::kError:
-      return "ERR";
-  }
-  return "unknown";
-}
-
 Status connectQp(QueuePair& qp, const QpRemote& remote) {
   const std::string who =
       "connect QP " + std::to_string(qp.qpNum()) + " to QP " + std::to_string(remote.qp_num);

@@ -25,21 +25,36 @@ namespace tent::fabric {
 
 // Completion status codes, named after their ibv_wc_status counterparts.
 enum class WcStatus : uint8_t {
-  kSuccess = 0,       // IBV_WC_SUCCESS
-  kLocalLength,       // IBV_WC_LOC_LEN_ERR
-  kLocalProtection,   // IBV_WC_LOC_PROT_ERR
-  kRemoteAccess,      // IBV_WC_REM_ACCESS_ERR
-  kRemoteOperation,   // IBV_WC_REM_OP_ERR
-  kRetryExceeded,     // IBV_WC_RETRY_EXC_ERR
-  kFlushed,           // IBV_WC_WR_FLUSH_ERR
-  kGeneral,           // IBV_WC_GENERAL_ERR and anything else
+  kSuccess = 0,      // IBV_WC_SUCCESS
+  kLocalLength,      // IBV_WC_LOC_LEN_ERR
+  kLocalProtection,  // IBV_WC_LOC_PROT_ERR
+  kRemoteAccess,     // IBV_WC_REM_ACCESS_ERR
+  kRemoteOperation,  // IBV_WC_REM_OP_ERR
+  kRetryExceeded,    // IBV_WC_RETRY_EXC_ERR
+  kFlushed,          // IBV_WC_WR_FLUSH_ERR
+  kGeneral,          // IBV_WC_GENERAL_ERR and anything else
 };
 std::string_view toString(WcStatus s) noexcept;
 
 enum class WrOpcode : uint8_t { kRdmaWrite = 0, kRdmaRead };
 
 enum class QpState : uint8_t { kReset = 0, kInit, kRtr, kRts, kError };
-std::string_view toString(QpState s) noexcept;
+// Inline so each provider library can name states without linking fabric.cc.
+inline constexpr std::string_view toString(QpState s) noexcept {
+  switch (s) {
+    case QpState::kReset:
+      return "RESET";
+    case QpState::kInit:
+      return "INIT";
+    case QpState::kRtr:
+      return "RTR";
+    case QpState::kRts:
+      return "RTS";
+    case QpState::kError:
+      return "ERR";
+  }
+  return "unknown";
+}
 
 enum AccessFlags : uint32_t {
   kAccessLocalWrite = 1u << 0,

@@ -10,28 +10,6 @@
 namespace tent::bench {
 namespace {
 
-// Local copy of the state names: this file links without the engine library
-// (tests drive it with a fake engine).
-const char* stateName(TransferState s) noexcept {
-  switch (s) {
-    case TransferState::INITIAL:
-      return "INITIAL";
-    case TransferState::PENDING:
-      return "PENDING";
-    case TransferState::INVALID:
-      return "INVALID";
-    case TransferState::CANCELED:
-      return "CANCELED";
-    case TransferState::COMPLETED:
-      return "COMPLETED";
-    case TransferState::TIMEOUT:
-      return "TIMEOUT";
-    case TransferState::FAILED:
-      return "FAILED";
-  }
-  return "UNKNOWN";
-}
-
 class TransferLoop {
  public:
   TransferLoop(const ThreadPlan& plan, Run* run) : plan_(plan), run_(run) {
@@ -130,7 +108,7 @@ class TransferLoop {
       const TransferState state = st->state;
       if (state == TransferState::COMPLETED) return true;
       if (state != TransferState::PENDING && state != TransferState::INITIAL) {
-        slowFail(std::string("transfer ended ") + stateName(state));
+        slowFail(std::string("transfer ended ") + std::string(toString(state)));
         return false;
       }
       if ((polls & 1023) == 0 && nowNs() - t0 > run_->transfer_timeout_ns) {

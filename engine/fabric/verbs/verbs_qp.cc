@@ -15,23 +15,6 @@ std::string errnoText(int rc) {
   return std::string(std::strerror(rc)) + " (errno " + std::to_string(rc) + ")";
 }
 
-// Local names, so this library does not depend on fabric.cc (the other provider's file).
-const char* stateName(QpState s) {
-  switch (s) {
-    case QpState::kReset:
-      return "RESET";
-    case QpState::kInit:
-      return "INIT";
-    case QpState::kRtr:
-      return "RTR";
-    case QpState::kRts:
-      return "RTS";
-    case QpState::kError:
-      return "ERR";
-  }
-  return "?";
-}
-
 bool isZeroGid(const std::array<uint8_t, 16>& gid) {
   for (uint8_t b : gid) {
     if (b != 0) return false;
@@ -133,13 +116,13 @@ Status VerbsQp::modify(ibv_qp_attr& attr, int mask, QpState from, QpState to) {
   QpState now = state();
   if (now != from) {
     return Status::FailedPrecondition("verbs " + device_.name() + " qp " + std::to_string(qpNum()) +
-                                      ": modify to " + stateName(to) + " needs state " +
-                                      stateName(from) + ", QP is in " + stateName(now));
+                                      ": modify to " + std::string(toString(to)) + " needs state " +
+                                      std::string(toString(from)) + ", QP is in " + std::string(toString(now)));
   }
   int rc = ops_.modify_qp(qp_, &attr, mask);
   if (rc != 0) {
     return Status::IoError("verbs " + device_.name() + " qp " + std::to_string(qpNum()) +
-                           ": modify to " + stateName(to) + " failed: " + errnoText(rc));
+                           ": modify to " + std::string(toString(to)) + " failed: " + errnoText(rc));
   }
   state_.store(to, std::memory_order_release);
   return Status::OK();

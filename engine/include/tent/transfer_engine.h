@@ -60,9 +60,29 @@ struct TransferStatus {
   uint64_t transferred_bytes = 0;
 };
 
-std::string_view toString(TransferState s) noexcept;
+// Inline so tools that link without the engine (tebench's tests) can name states too.
+inline constexpr std::string_view toString(TransferState s) noexcept {
+  switch (s) {
+    case TransferState::INITIAL:
+      return "INITIAL";
+    case TransferState::PENDING:
+      return "PENDING";
+    case TransferState::INVALID:
+      return "INVALID";
+    case TransferState::CANCELED:
+      return "CANCELED";
+    case TransferState::COMPLETED:
+      return "COMPLETED";
+    case TransferState::TIMEOUT:
+      return "TIMEOUT";
+    case TransferState::FAILED:
+      return "FAILED";
+  }
+  return "UNKNOWN";
+}
 std::string_view toString(IntentType t) noexcept;
-// Parses "unspec", "foreground_get", "background_prefetch", "migration", "checkpoint", "weight_loading".
+// Parses "unspec", "foreground_get", "background_prefetch", "migration", "checkpoint",
+// "weight_loading".
 Result<IntentType> parseIntentType(std::string_view text);
 
 // Where memory lives: "cpu:N" (NUMA node N), "cuda:N", or "*" (unknown / anywhere).
