@@ -9,6 +9,7 @@
 
 #include <vector>
 
+#include "closed_port.h"
 #include "engine_test_util.h"
 
 namespace tent::testing {
@@ -133,15 +134,9 @@ TEST_F(BadInput, MemoryCalls) {
 }
 
 TEST_F(BadInput, UnreachableAndMalformedSegmentNames) {
-  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  ASSERT_EQ(::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a), 0);
-  socklen_t len = sizeof a;
-  ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
-  ::close(fd);
-  auto s = engine->openSegment("127.0.0.1:" + std::to_string(ntohs(a.sin_port)));
+  const std::string closed = test::closedLoopbackAddress();
+  ASSERT_FALSE(closed.empty());
+  auto s = engine->openSegment(closed);
   EXPECT_EQ(s.status().code(), StatusCode::kUnavailable);
   EXPECT_EQ(engine->openSegment("no-port").status().code(), StatusCode::kInvalidArgument);
   EXPECT_EQ(engine->openSegment("127.0.0.1:notaport").status().code(),

@@ -5,6 +5,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "closed_port.h"
 #include "engine/metadata/control_protocol.h"
 
 namespace tent::metadata {
@@ -49,17 +50,9 @@ TEST(ControlProtocol, ErrorFramesBecomeStatus) {
 }
 
 TEST(ControlProtocol, UnreachablePeerIsUnavailable) {
-  // Bind a port, close it: nothing listens there.
-  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  ASSERT_EQ(::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a), 0);
-  socklen_t len = sizeof a;
-  ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
-  ::close(fd);
-  auto reply = controlRequest("127.0.0.1:" + std::to_string(ntohs(a.sin_port)),
-                              ControlFrame{ControlType::kGetDescriptor, {}}, 1000);
+  const std::string closed = test::closedLoopbackAddress();
+  ASSERT_FALSE(closed.empty());
+  auto reply = controlRequest(closed, ControlFrame{ControlType::kGetDescriptor, {}}, 1000);
   ASSERT_FALSE(reply.ok());
   EXPECT_EQ(reply.status().code(), StatusCode::kUnavailable);
 }
