@@ -83,10 +83,13 @@ struct SoftFabricConfig {
   // Empty: one soft device per RDMA device of the topology (named and placed
   // like it), or a single "soft0" on NUMA node 0 when the topology has none.
   std::vector<SoftDevice> devices;
-  double default_link_gbps = 0;          // for devices taken from the topology
-  uint64_t default_latency_ns = 0;       // for devices taken from the topology
-  uint32_t peer_dead_timeout_ms = 1000;  // WRs to a dead peer fail with retry-exceeded by then
-  uint32_t max_mrs = 4096;               // memory regions per device
+  double default_link_gbps = 0;     // for devices taken from the topology
+  uint64_t default_latency_ns = 0;  // for devices taken from the topology
+  // How long the emulated RC requester retransmits to a responder that does not answer
+  // (dead, closed, QP not RTR/RTS) before the WR completes with retry-exceeded. On verbs
+  // the same budget is (retry_cnt + 1) x 4.096 us x 2^timeout: 537 ms with its defaults.
+  uint32_t retry_budget_ms = 537;
+  uint32_t max_mrs = 4096;  // memory regions per device
   std::string shm_dir = "/dev/shm";
 
   bool operator==(const SoftFabricConfig&) const = default;

@@ -175,7 +175,8 @@ void readSoft(MapReader& m, SoftFabricConfig* s) {
   });
   m.real("default_link_gbps", &s->default_link_gbps, 0, kMaxLinkGbps);
   m.integer("default_latency_ns", &s->default_latency_ns, 0, kMaxLatencyNs);
-  m.integer("peer_dead_timeout_ms", &s->peer_dead_timeout_ms, 1, kMaxLinkTimeoutMs);
+  m.replacedBy("peer_dead_timeout_ms", "fabric.soft.retry_budget_ms");
+  m.integer("retry_budget_ms", &s->retry_budget_ms, 1, kMaxLinkTimeoutMs);
   m.integer("max_mrs", &s->max_mrs, 1, 1 << 20);
   m.text("shm_dir", &s->shm_dir, kAbsolutePath);
 }

@@ -191,6 +191,12 @@ void MapReader::require(std::string_view key) {
   required_.emplace_back(key);
 }
 
+void MapReader::replacedBy(std::string_view key, std::string_view replacement) {
+  if (walk_.mode() != WalkMode::kParse || walk_.failed()) return;
+  if (find(key) != nullptr)
+    fail(key, "this key was replaced by " + std::string(replacement) + " (see docs/config.md)");
+}
+
 void MapReader::fail(std::string_view key, std::string_view what) {
   walk_.fail(lineOf(key), pathOf(key), what);
 }

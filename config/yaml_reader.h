@@ -82,6 +82,8 @@ class MapReader {
 
   // Marks a key that must be present (parse) and shows "(required)" in the key list.
   void require(std::string_view key);
+  // A key that no longer exists: naming it fails with a pointer to its replacement.
+  void replacedBy(std::string_view key, std::string_view replacement);
 
   void integer(std::string_view key, int64_t* out, int64_t lo, int64_t hi);
   template <typename T>

@@ -416,5 +416,13 @@ TEST(ConfigErrors, ReportsTheFirstErrorInKeyOrder) {
             "tent.yaml:3: workers.ring_size: expected a power of two in [64, 1048576], got '3'");
 }
 
+TEST(ConfigErrors, ReplacedKeyNamesItsReplacement) {
+  expectError({"peer_dead_timeout_ms became retry_budget_ms",
+               "fabric:\n  soft:\n    peer_dead_timeout_ms: 200\n",
+               3,
+               "fabric.soft.peer_dead_timeout_ms",
+               {"replaced by fabric.soft.retry_budget_ms"}});
+}
+
 }  // namespace
 }  // namespace tent::config

@@ -24,7 +24,7 @@ fabric:
     devices:
       - {name: soft0, numa_node: 0}
       - {name: soft1, numa_node: 0}
-    peer_dead_timeout_ms: 200
+    retry_budget_ms: 50
 lcores:
   - pollers: ["rail:*"]
   - pollers: [background]

@@ -111,7 +111,7 @@ TEST(SoftProvider, InvalidConfigsAreRejected) {
   cfg.shm_dir = "/nonexistent/tent";
   EXPECT_EQ(code(cfg, {softDevice("x")}), StatusCode::kInvalidArgument);
   cfg = {};
-  cfg.peer_dead_timeout_ms = 0;
+  cfg.retry_budget_ms = 0;
   EXPECT_EQ(code(cfg, {softDevice("x")}), StatusCode::kInvalidArgument);
 }
 

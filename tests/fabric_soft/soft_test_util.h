@@ -19,7 +19,7 @@ namespace tent::fabric::soft::testing {
 
 inline config::SoftFabricConfig testConfig() {
   config::SoftFabricConfig c;
-  c.peer_dead_timeout_ms = 1000;
+  c.retry_budget_ms = 50;
   return c;
 }
 

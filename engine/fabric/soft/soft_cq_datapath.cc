@@ -128,7 +128,56 @@ void SoftQp::failInFlightLocked(WcStatus status, uint64_t now) noexcept {
   setStateLocked(QpState::kError);
 }
 
+// A success is final only if the responder was still there when the WR completed
+// (its ACK came back). The copy already happened at post, so this is where a
+// responder that died (or closed, or left RTR/RTS) while the WR was on the wire is
+// noticed: as on RC, the first unacknowledged WR completes with retry-exceeded after
+// the retry budget, every later one is flushed behind it, and the QP goes to ERR. A
+// WRITE to a dead peer is never reported delivered.
+//
+// The responder is checked (a few loads of its control file) whenever due completions
+// are not yet covered by `responder_seen_ns_`, the latest time it was seen up. A WR
+// that completed before the death but is polled only after it fails too: without a
+// record of the moment of death the emulation cannot prove the ACK came first, so it
+// is stricter than a NIC here, never more lenient (docs/fabric.md).
+void SoftQp::confirmDueLocked(uint64_t now) noexcept {
+  if (delivered_ == transmitted_) return;
+  if (slot(delivered_).visible_ns > now) return;                        // nothing due yet
+  if (slot(transmitted_ - 1).visible_ns <= responder_seen_ns_) return;  // all confirmed
+  if (responderUp()) {
+    responder_seen_ns_ = now;
+    return;
+  }
+  uint64_t first = delivered_;
+  while (first < transmitted_ && (slot(first).visible_ns <= responder_seen_ns_ ||
+                                  slot(first).status != WcStatus::kSuccess)) {
+    ++first;
+  }
+  if (first == transmitted_) return;
+  failFromLocked(first, slot(first).visible_ns + dev_->core->retry_budget_ns);
+}
+
+void SoftQp::failFromLocked(uint64_t first, uint64_t visible) noexcept {
+  const uint64_t tail = tail_.load(std::memory_order_relaxed);
+  for (uint64_t i = first; i < tail; ++i) {
+    WrSlot& s = slot(i);
+    if (s.status == WcStatus::kSuccess)
+      s.status = i == first ? WcStatus::kRetryExceeded : WcStatus::kFlushed;
+    if (i >= transmitted_) ++dev_->port.wrs;  // never crossed the link
+    if (s.visible_ns < visible || i >= transmitted_) s.visible_ns = visible;
+    visible = s.visible_ns;  // keeps the QP's completions in order
+  }
+  last_visible_ = visible;
+  if (in_port_) dev_->deactivateLocked(*this);
+  transmitted_ = tail;
+  setStateLocked(QpState::kError);
+}
+
 // ---- CQ ------------------------------------------------------------------------------
+
+void CqCore::confirmDueLocked(uint64_t now) noexcept {
+  for (SoftQp* q = pending; q != nullptr; q = q->cq_next_) q->confirmDueLocked(now);
+}
 
 void CqCore::addLocked(SoftQp& qp) noexcept {
   qp.cq_prev_ = nullptr;
@@ -201,6 +250,7 @@ int CqCore::poll(WorkCompletion* wc, int max) noexcept {
   SpinGuard g(d.lock);
   const uint64_t now = pollTimeLocked();
   d.advanceLocked(static_cast<double>(now));
+  confirmDueLocked(now);
   // Every completion visible by now sits in the CQ: more than `depth` is an overflow.
   if (countDueLocked(now, depth + 1) > depth) {
     overflowed.store(true, std::memory_order_relaxed);

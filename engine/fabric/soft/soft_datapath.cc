@@ -76,6 +76,19 @@ int SoftQp::postSend(const SendWr* wr, const SendWr** bad_wr) noexcept {
   return rc;
 }
 
+bool SoftQp::responderUp() const noexcept {
+  if (peer_->dead() || !ownerAlive(*remote_.header)) return false;
+  const uint64_t word = remote_.qps[qpSlotOf(remote_qp_num_)].word.load(std::memory_order_acquire);
+  return word == qpWord(remote_qp_num_, QpState::kRtr) ||
+         word == qpWord(remote_qp_num_, QpState::kRts);
+}
+
+WcStatus SoftQp::retryExceeded(WrSlot& s, PostEffects* fx) const noexcept {
+  s.extra_delay_ns += dev_->core->retry_budget_ns;  // the retransmissions before giving up
+  fx->delayed = true;
+  return WcStatus::kRetryExceeded;
+}
+
 WcStatus SoftQp::execute(const SendWr& wr, WrSlot& s, PostEffects* fx) noexcept {
   DeviceState& d = *dev_;
   FaultHit hit;
@@ -89,21 +102,15 @@ WcStatus SoftQp::execute(const SendWr& wr, WrSlot& s, PostEffects* fx) noexcept 
   WcStatus st = checkLocal(wr, iov, &total);
   if (st != WcStatus::kSuccess) return st;
   s.bytes = total;
-  // A dead peer or a responder QP that is not RTR/RTS never answers: a NIC retries
-  // until its retry count runs out.
-  if (remote_.header->closed.load(std::memory_order_acquire) != 0 || !peer_->alive()) {
-    return WcStatus::kRetryExceeded;
-  }
-  const uint64_t word = remote_.qps[qpSlotOf(remote_qp_num_)].word.load(std::memory_order_acquire);
-  if (word != qpWord(remote_qp_num_, QpState::kRtr) &&
-      word != qpWord(remote_qp_num_, QpState::kRts)) {
-    return WcStatus::kRetryExceeded;
-  }
+  // A dead peer or a responder QP that is not RTR/RTS never answers: a NIC retransmits
+  // until its retry count runs out, then completes the WR with retry-exceeded.
+  if (!responderUp()) return retryExceeded(s, fx);
   if (total == 0) return WcStatus::kSuccess;  // zero-length: no rkey check, as in verbs
   MrSnapshot mr;
   st = checkRemote(wr, total, &mr);
   if (st != WcStatus::kSuccess) return st;
-  return copy(wr, iov, total, mr);
+  st = copy(wr, iov, total, mr);
+  return st == WcStatus::kRetryExceeded ? retryExceeded(s, fx) : st;  // the peer vanished
 }
 
 WcStatus SoftQp::applyFault(const FaultHit& hit, WrSlot& s, PostEffects* fx) noexcept {
@@ -193,6 +200,9 @@ void SoftQp::publish(uint64_t first, uint64_t last, uint64_t now, const PostEffe
   const bool flush_all = fx.qp_error || state_.load(std::memory_order_relaxed) == QpState::kError;
   if (flush_all) flushLocked(now);
   if (flush_all || fx.error) setStateLocked(QpState::kError);
+  // Every WR of this call found the responder up after `now`: a completion visible by
+  // `now` (unlimited link, no latency) needs no later check.
+  if (!flush_all && !fx.error && now > responder_seen_ns_) responder_seen_ns_ = now;
   tail_.store(last, std::memory_order_release);
   if (flush_all) {
     for (uint64_t i = first; i < last; ++i) {

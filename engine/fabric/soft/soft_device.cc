@@ -45,6 +45,7 @@ void writeHeader(DeviceState& s, uint32_t max_mrs) {
   // The file is zero-filled: every atomic in it starts at 0. Construct the header's.
   ControlHeader* h = s.view.header;
   new (&h->closed) std::atomic<uint32_t>(0);
+  new (&h->owner) std::atomic<uint32_t>(0);  // dead until the liveness anchor owns it
   h->version = kLayoutVersion;
   h->pid = s.address.pid;
   h->nonce = s.address.nonce;

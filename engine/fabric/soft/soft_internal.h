@@ -15,11 +15,13 @@
 #include <sys/uio.h>
 
 #include <atomic>
+#include <condition_variable>
 #include <cstdint>
 #include <map>
 #include <memory>
 #include <mutex>
 #include <string>
+#include <thread>
 #include <utility>
 #include <vector>
 
@@ -88,6 +90,34 @@ class FaultEngine final : public FaultInjector {
   std::vector<DeviceState*> devices_;
 };
 
+// ---- liveness --------------------------------------------------------------------
+
+// A parked thread whose robust futex list holds the `owner` word of each of a
+// provider's control files (soft_liveness.cc). Stopped before the files are unmapped.
+class LivenessAnchor {
+ public:
+  LivenessAnchor() = default;
+  ~LivenessAnchor();
+  LivenessAnchor(const LivenessAnchor&) = delete;
+  LivenessAnchor& operator=(const LivenessAnchor&) = delete;
+
+  // Starts the thread; returns once every header names it as its owner.
+  Status start(std::vector<ControlHeader*> headers);
+  // Ends the thread: from then on every header reads as dead (FUTEX_OWNER_DIED).
+  void stop();
+
+ private:
+  void run();
+
+  std::vector<ControlHeader*> headers_;
+  std::thread thread_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool started_ = false;
+  bool stopping_ = false;
+  int error_ = 0;
+};
+
 // ---- provider-wide state ----------------------------------------------------
 
 struct ShmAllocation {
@@ -105,7 +135,9 @@ struct ProviderCore {
   Clock clock;
   std::string shm_dir;
   uint32_t max_mrs = 0;
-  uint64_t peer_check_interval_ns = 0;
+  // How long an RC requester retransmits to a responder that does not answer before
+  // it completes the WR with retry-exceeded (fabric.soft.retry_budget_ms).
+  uint64_t retry_budget_ns = 0;
   FaultEngine faults;
 
   std::mutex mem_mutex;
@@ -133,13 +165,14 @@ class PeerProcess {
   PeerProcess(const PeerProcess&) = delete;
   PeerProcess& operator=(const PeerProcess&) = delete;
 
-  Status open();                                     // pidfd; control path
+  Status open();                                     // checks it runs; control path
   Result<ControlView> attachDevice(uint32_t index);  // maps its control file once
 
   uint32_t pid() const noexcept { return pid_; }
   bool sameProcess() const noexcept { return same_process_; }
-  // Datapath. Rate-limited liveness check (pidfd, or kill(pid, 0) without one).
-  bool alive() noexcept;
+  // Set when process_vm_* reported the process gone (ESRCH). Liveness itself is read
+  // from the owner word of its control files (ownerAlive()).
+  bool dead() const noexcept { return dead_.load(std::memory_order_acquire); }
   void markDead() noexcept { dead_.store(true, std::memory_order_release); }
   // Base of the peer's shm segment `id` in our address space, mapped on first use
   // (the one slow step of a first access, like a NIC's translation-cache miss).
@@ -157,15 +190,11 @@ class PeerProcess {
     size_t length = 0;
     std::atomic<bool> failed{false};
   };
-  bool checkAliveNow() noexcept;
-
   ProviderCore& core_;
   const uint32_t pid_;
   const uint64_t nonce_;
   const bool same_process_;
-  int pidfd_ = -1;
   std::atomic<bool> dead_{false};
-  std::atomic<uint64_t> next_check_ns_{0};
   std::mutex attach_mutex_;
   std::map<uint32_t, Mapping> devices_;  // by device index
   Spinlock map_lock_;
@@ -281,6 +310,9 @@ struct CqCore {
 
   int poll(WorkCompletion* wc, int max) noexcept;
   void addLocked(SoftQp& qp) noexcept;
+  // Confirms, for every QP with due completions, that its responder was still there
+  // when they completed (SoftQp::confirmDueLocked).
+  void confirmDueLocked(uint64_t now) noexcept;
   void removeLocked(SoftQp& qp) noexcept;
 
  private:
@@ -340,6 +372,10 @@ class SoftQp final : public QueuePair {
     return s.signaled || s.status != WcStatus::kSuccess;
   }
 
+  // The responder answers: its process alive, its provider open, its QP RTR or RTS.
+  bool responderUp() const noexcept;
+  // A WR the responder will never answer: retry-exceeded, visible after the retry budget.
+  WcStatus retryExceeded(WrSlot& s, PostEffects* fx) const noexcept;
   WcStatus execute(const SendWr& wr, WrSlot& s, PostEffects* fx) noexcept;
   WcStatus applyFault(const FaultHit& hit, WrSlot& s, PostEffects* fx) noexcept;
   WcStatus checkLocal(const SendWr& wr, iovec* iov, uint64_t* total) const noexcept;
@@ -352,6 +388,12 @@ class SoftQp final : public QueuePair {
   void completeSlotLocked(WrSlot& s, double at) noexcept;
   void flushLocked(uint64_t now) noexcept;  // every WR whose CQE is not yet visible
   void failInFlightLocked(WcStatus status, uint64_t now) noexcept;
+  // A due success is final only once the responder is known to have been up when it
+  // completed; otherwise the WR fails as on RC (see soft_cq_datapath.cc).
+  void confirmDueLocked(uint64_t now) noexcept;
+  // From WR `first` on: retry-exceeded for it, flushed for the rest, all visible at
+  // `visible`; the QP goes to ERR.
+  void failFromLocked(uint64_t first, uint64_t visible) noexcept;
   void setStateLocked(QpState s) noexcept;
 
   Status transition(QpState from, QpState to);
@@ -373,6 +415,7 @@ class SoftQp final : public QueuePair {
   uint64_t delivered_ = 0;             // CQEs handled below; device lock
   uint64_t transmitted_ = 0;           // visible_ns known below; device lock
   uint64_t last_visible_ = 0;          // device lock: completions stay in order
+  uint64_t responder_seen_ns_ = 0;     // device lock: latest time the responder was seen up
 
   // Set at RTR, read-only while the QP can post.
   std::shared_ptr<PeerProcess> peer_;

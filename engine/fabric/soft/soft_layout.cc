@@ -1,5 +1,7 @@
 #include "engine/fabric/soft/soft_layout.h"
 
+#include <linux/futex.h>
+
 #include <cinttypes>
 #include <cstdio>
 #include <cstdlib>
@@ -15,6 +17,12 @@ constexpr uint8_t kGidMagic1 = 's';
 constexpr uint8_t kGidVersion = 1;
 constexpr int kSeqlockTries = 1000;
 }  // namespace
+
+bool ownerAlive(const ControlHeader& h) noexcept {
+  const uint32_t word = h.owner.load(std::memory_order_acquire);
+  return (word & FUTEX_TID_MASK) != 0 && (word & FUTEX_OWNER_DIED) == 0 &&
+         h.closed.load(std::memory_order_acquire) == 0;
+}
 
 bool readMr(const ControlView& view, uint32_t key, MrSnapshot* out) noexcept {
   const uint32_t slot = mrSlotOf(key);

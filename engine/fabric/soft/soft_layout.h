@@ -21,7 +21,7 @@
 namespace tent::fabric::soft {
 
 inline constexpr uint64_t kControlMagic = 0x74656e74736f6674ull;  // "tentsoft"
-inline constexpr uint32_t kLayoutVersion = 1;
+inline constexpr uint32_t kLayoutVersion = 2;  // 2: the owner's robust-futex liveness word
 
 inline constexpr uint32_t kMrSlotBits = 16;
 inline constexpr uint32_t kMaxMrs = 1u << kMrSlotBits;  // upper bound of config max_mrs
@@ -47,7 +47,18 @@ struct ControlHeader {
   uint32_t reserved;
   uint64_t start_time;  // of the owner process (/proc/<pid>/stat): guards against pid reuse
   std::atomic<uint32_t> closed;  // set by the owner when it shuts down
+  uint32_t reserved2;
+  // The owner's liveness, kept by the kernel (a robust futex, see LivenessAnchor): the
+  // TID of the owner's anchor thread, with FUTEX_OWNER_DIED set by the kernel the moment
+  // that thread ends - its process died (even by SIGKILL) or its provider shut down.
+  // `robust_next` links this header into the anchor thread's robust list.
+  uint64_t robust_next;
+  std::atomic<uint32_t> owner;
+  uint32_t reserved3;
 };
+
+// Is the owner of this control file still there to answer? Two loads, no syscall.
+bool ownerAlive(const ControlHeader& header) noexcept;
 
 struct MrEntry {
   std::atomic<uint32_t> seq;   // seqlock: odd while the owner rewrites the entry

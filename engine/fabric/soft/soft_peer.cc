@@ -1,11 +1,9 @@
-// Peers: mapping another process's control files and shared-memory segments, and
-// telling whether it is still alive.
+// Peers: mapping another process's control files and shared-memory segments.
+// Whether a peer is alive is read from its control files (ownerAlive()).
 #include <fcntl.h>
-#include <poll.h>
 #include <signal.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
-#include <sys/syscall.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -59,20 +57,12 @@ PeerProcess::~PeerProcess() {
     }
   }
   for (auto& [index, m] : devices_) munmap(m.base, m.length);
-  if (pidfd_ >= 0) close(pidfd_);
 }
 
 Status PeerProcess::open() {
   if (same_process_) return Status::OK();  // memory is ours: plain copies, no mappings
-  const long fd = syscall(SYS_pidfd_open, static_cast<pid_t>(pid_), 0u);
-  if (fd >= 0) {
-    pidfd_ = static_cast<int>(fd);
-  } else if (errno == ESRCH) {
+  if (kill(static_cast<pid_t>(pid_), 0) == -1 && errno == ESRCH)
     return Status::Unavailable("soft: peer process " + std::to_string(pid_) + " is not running");
-  } else {
-    TENT_DEBUG(kFabric, "soft: pidfd_open(%u): %s; falling back to kill(pid, 0)", pid_,
-               std::strerror(errno));
-  }
   segments_ = std::make_unique<Segment[]>(kMaxSegments);
   return Status::OK();
 }
@@ -113,26 +103,6 @@ Result<ControlView> PeerProcess::attachDevice(uint32_t index) {
   m.view = ControlView::over(base, h->max_mrs);
   devices_[index] = m;
   return m.view;
-}
-
-bool PeerProcess::checkAliveNow() noexcept {
-  if (same_process_) return true;
-  if (pidfd_ >= 0) {
-    pollfd p{pidfd_, POLLIN, 0};
-    return ::poll(&p, 1, 0) == 0;  // readable once the process has exited
-  }
-  return !(kill(static_cast<pid_t>(pid_), 0) == -1 && errno == ESRCH);
-}
-
-bool PeerProcess::alive() noexcept {
-  if (dead_.load(std::memory_order_acquire)) return false;
-  if (same_process_) return true;
-  const uint64_t real_now = coarseNs();  // ~10 ns; a clock tick is fine for rate-limiting
-  if (real_now < next_check_ns_.load(std::memory_order_relaxed)) return true;
-  next_check_ns_.store(real_now + core_.peer_check_interval_ns, std::memory_order_relaxed);
-  if (checkAliveNow()) return true;
-  markDead();
-  return false;
 }
 
 uint8_t* PeerProcess::segmentBase(uint32_t id, uint64_t length) noexcept {

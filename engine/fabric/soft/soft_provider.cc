@@ -72,8 +72,8 @@ Status validate(const config::SoftFabricConfig& c, const std::vector<config::Sof
     return Status::InvalidArgument("soft fabric: max_mrs must be in [1, " +
                                    std::to_string(kMaxMrs) + "], got " + std::to_string(c.max_mrs));
   }
-  if (c.peer_dead_timeout_ms == 0) {
-    return Status::InvalidArgument("soft fabric: peer_dead_timeout_ms must be > 0");
+  if (c.retry_budget_ms == 0) {
+    return Status::InvalidArgument("soft fabric: retry_budget_ms must be > 0");
   }
   if (access(c.shm_dir.c_str(), W_OK | X_OK) != 0) {
     return Status::InvalidArgument("soft fabric: shm_dir '" + c.shm_dir +
@@ -117,7 +117,15 @@ class SoftProvider final : public Provider {
     core_->faults.setDevices(std::move(states));
   }
 
+  // Peers see our devices alive from here on.
+  Status startLiveness() {
+    std::vector<ControlHeader*> headers;
+    for (auto& d : devices_) headers.push_back(d->state().view.header);
+    return anchor_.start(std::move(headers));
+  }
+
   ~SoftProvider() override {
+    anchor_.stop();  // first: every peer now sees us dead, while the files are still mapped
     core_->faults.setDevices({});
     for (auto& d : devices_) {
       DeviceState& s = d->state();
@@ -162,6 +170,7 @@ class SoftProvider final : public Provider {
  private:
   std::shared_ptr<ProviderCore> core_;
   std::vector<std::unique_ptr<SoftDevice>> devices_;
+  LivenessAnchor anchor_;
 };
 
 Result<void*> SoftProvider::allocateMemory(size_t length, int numa_node) {
@@ -257,7 +266,7 @@ Result<std::unique_ptr<Provider>> createSoftProvider(const config::SoftFabricCon
   core->clock = options.clock;
   core->shm_dir = config.shm_dir;
   core->max_mrs = config.max_mrs;
-  core->peer_check_interval_ns = uint64_t{config.peer_dead_timeout_ms} * 1'000'000ull / 4;
+  core->retry_budget_ns = uint64_t{config.retry_budget_ms} * 1'000'000ull;
   std::vector<std::unique_ptr<SoftDevice>> made;
   for (uint32_t i = 0; i < devices.size(); ++i) {
     auto state = createDeviceState(core, devices[i], i);
@@ -265,6 +274,7 @@ Result<std::unique_ptr<Provider>> createSoftProvider(const config::SoftFabricCon
     made.push_back(std::make_unique<SoftDevice>(std::move(state).value()));
   }
   auto provider = std::make_unique<SoftProvider>(core, std::move(made));
+  TENT_RETURN_IF_ERROR(provider->startLiveness());
   TENT_INFO(kFabric, "soft provider: %s", provider->linkModel().c_str());
   return std::unique_ptr<Provider>(std::move(provider));
 }
