@@ -35,13 +35,14 @@ TransferEngineImpl::~TransferEngineImpl() {
   for (auto& [addr, length] : allocations_) (void)provider_->freeMemory(addr, length);
 }
 
-Result<void*> TransferEngineImpl::allocateLocalMemory(size_t length, const Location& location) {
+Result<void*> TransferEngineImpl::allocateLocalMemory(size_t length, const Location& location,
+                                                      MemoryAccess access) {
   if (length == 0) return Status::InvalidArgument("allocate: zero length");
   int numa = -1;
   if (location.rfind("cpu:", 0) == 0) numa = std::atoi(location.c_str() + 4);
   auto mem = provider_->allocateMemory(length, numa);
   if (!mem.ok()) return mem.status();
-  Status s = transport_->registerBuffer(*mem, length, location, true);
+  Status s = transport_->registerBuffer(*mem, length, location, true, access);
   if (!s.ok()) {
     (void)provider_->freeMemory(*mem, length);
     return s;
@@ -65,21 +66,19 @@ Status TransferEngineImpl::freeLocalMemory(void* addr) {
   return provider_->freeMemory(addr, length);
 }
 
-Status TransferEngineImpl::registerLocalMemory(void* addr, size_t length,
-                                               const Location& location) {
-  return transport_->registerBuffer(addr, length, location, false);
+Status TransferEngineImpl::registerLocalMemory(void* addr, size_t length, const Location& location,
+                                               MemoryAccess access) {
+  return transport_->registerBuffer(addr, length, location, false, access);
 }
 
 Status TransferEngineImpl::unregisterLocalMemory(void* addr) {
-  bool engine_allocated = false;
-  size_t length = 0;
-  TENT_RETURN_IF_ERROR(transport_->unregisterBuffer(addr, &engine_allocated, &length));
-  if (engine_allocated) {  // keep it registered: freeLocalMemory owns that memory
-    (void)transport_->registerBuffer(addr, length, "*", true);
-    return Status::FailedPrecondition(
-        "unregister: memory from allocateLocalMemory; use freeLocalMemory");
+  {
+    std::lock_guard<std::mutex> lock(alloc_mu_);
+    if (allocations_.count(addr) != 0)  // freeLocalMemory owns that registration
+      return Status::FailedPrecondition(
+          "unregister: memory from allocateLocalMemory; use freeLocalMemory");
   }
-  return Status::OK();
+  return transport_->unregisterBuffer(addr, nullptr, nullptr);
 }
 
 Result<SegmentId> TransferEngineImpl::openSegment(const std::string& name) {

@@ -28,9 +28,11 @@ class TransferEngineImpl final : public TransferEngine {
 
   std::string segmentName() const override { return transport_->segmentName(); }
   // Same default arguments as the interface, so calls through the impl type work too.
-  Result<void*> allocateLocalMemory(size_t length, const Location& location = "*") override;
+  Result<void*> allocateLocalMemory(size_t length, const Location& location = "*",
+                                    MemoryAccess access = MemoryAccess::kRemoteReadWrite) override;
   Status freeLocalMemory(void* addr) override;
-  Status registerLocalMemory(void* addr, size_t length, const Location& location = "*") override;
+  Status registerLocalMemory(void* addr, size_t length, const Location& location = "*",
+                             MemoryAccess access = MemoryAccess::kRemoteReadWrite) override;
   Status unregisterLocalMemory(void* addr) override;
   Result<SegmentId> openSegment(const std::string& name) override;
   Status closeSegment(SegmentId id) override;

@@ -39,4 +39,24 @@ Result<IntentType> parseIntentType(std::string_view text) {
                                  "checkpoint, weight_loading)");
 }
 
+std::string_view toString(MemoryAccess a) noexcept {
+  switch (a) {
+    case MemoryAccess::kRemoteRead:
+      return "r";
+    case MemoryAccess::kRemoteWrite:
+      return "w";
+    case MemoryAccess::kRemoteReadWrite:
+      return "rw";
+  }
+  return "unknown";
+}
+
+Result<MemoryAccess> parseMemoryAccess(std::string_view text) {
+  if (text == "r" || text == "read") return MemoryAccess::kRemoteRead;
+  if (text == "w" || text == "write") return MemoryAccess::kRemoteWrite;
+  if (text == "rw" || text == "readwrite") return MemoryAccess::kRemoteReadWrite;
+  return Status::InvalidArgument("unknown memory access '" + std::string(text) +
+                                 "' (r, w, rw; or read, write, readwrite)");
+}
+
 }  // namespace tent

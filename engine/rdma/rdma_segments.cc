@@ -12,8 +12,15 @@ namespace tent::rdma {
 
 namespace {
 
-constexpr uint32_t kAccess =
-    fabric::kAccessLocalWrite | fabric::kAccessRemoteWrite | fabric::kAccessRemoteRead;
+// Local READs land in the buffer, so it is always locally writable.
+uint32_t fabricAccess(MemoryAccess access) {
+  uint32_t flags = fabric::kAccessLocalWrite;
+  if (static_cast<uint8_t>(access) & static_cast<uint8_t>(MemoryAccess::kRemoteRead))
+    flags |= fabric::kAccessRemoteRead;
+  if (static_cast<uint8_t>(access) & static_cast<uint8_t>(MemoryAccess::kRemoteWrite))
+    flags |= fabric::kAccessRemoteWrite;
+  return flags;
+}
 
 // NUMA node of the page at `addr` (-1 unknown), via move_pages(2) in query mode.
 int numaOfPage(void* addr) {
@@ -43,14 +50,17 @@ void probeRegions(const topology::RailMap& rails, LocalBuffer* b) {
 }  // namespace
 
 Status RdmaTransport::registerBuffer(void* addr, size_t length, const Location& location,
-                                     bool engine_allocated) {
+                                     bool engine_allocated, MemoryAccess access) {
   if (!addr || length == 0) return Status::InvalidArgument("register: null address or zero length");
+  if (access != MemoryAccess::kRemoteRead && access != MemoryAccess::kRemoteWrite &&
+      access != MemoryAccess::kRemoteReadWrite)
+    return Status::InvalidArgument("register: unknown memory access mode");
   auto b = std::make_shared<LocalBuffer>();
   b->addr = reinterpret_cast<uint64_t>(addr);
   b->length = length;
   b->engine_allocated = engine_allocated;
   for (auto& ctx : contexts_) {
-    auto mr = ctx->device().registerMemory(addr, length, kAccess);
+    auto mr = ctx->device().registerMemory(addr, length, fabricAccess(access));
     if (!mr.ok()) return mr.status().withContext("register memory on " + ctx->name());
     b->lkeys.push_back((*mr)->lkey());
     b->rkeys.push_back((*mr)->rkey());

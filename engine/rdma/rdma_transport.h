@@ -45,7 +45,8 @@ class RdmaTransport {
   // ---- control path ----
   const std::string& segmentName() const noexcept { return segment_name_; }
   uint64_t instance() const noexcept { return instance_; }
-  Status registerBuffer(void* addr, size_t length, const Location& location, bool engine_allocated);
+  Status registerBuffer(void* addr, size_t length, const Location& location, bool engine_allocated,
+                        MemoryAccess access);
   std::shared_ptr<const LocalBufferTable> localTable() const { return local_table_.load(); }
   Status unregisterBuffer(void* addr, bool* engine_allocated, size_t* length);
   Result<SegmentId> openSegment(const std::string& name);

@@ -76,6 +76,45 @@ TEST_F(SimTransfer, WriteThenReadBackAcrossBlockAndBatchSizes) {
   }
 }
 
+// A buffer registered for remote reads only: peers READ it, a WRITE to it fails and
+// leaves every byte as it was. One registered for remote writes only: the reverse.
+TEST_F(SimTransfer, MemoryAccessModeIsEnforcedForPeers) {
+  std::vector<uint8_t> ro(65536), wo(65536);
+  fillPattern(ro.data(), ro.size(), 31);
+  ASSERT_TRUE(
+      engine->registerLocalMemory(ro.data(), ro.size(), "cpu:0", MemoryAccess::kRemoteRead).ok());
+  ASSERT_TRUE(
+      engine->registerLocalMemory(wo.data(), wo.size(), "cpu:0", MemoryAccess::kRemoteWrite).ok());
+  auto one = [&](OpCode op, void* local, void* remote) {
+    auto b = *engine->allocateBatch(1);
+    Request r = req(op, local, remote, 65536);
+    EXPECT_TRUE(engine->submitTransfer(b, {&r, 1}).ok());
+    auto st = waitTask(*engine, b, 0);
+    EXPECT_TRUE(engine->freeBatch(b).ok());
+    return st.state;
+  };
+  std::memset(src, 0, 65536);
+  EXPECT_EQ(one(OpCode::READ, src, ro.data()), TransferState::COMPLETED);
+  EXPECT_EQ(checkPattern(src, 65536, 31), -1);
+  fillPattern(src, 65536, 32);
+  EXPECT_EQ(one(OpCode::WRITE, src, ro.data()), TransferState::FAILED);
+  EXPECT_EQ(checkPattern(ro.data(), ro.size(), 31), -1);  // untouched
+  EXPECT_EQ(one(OpCode::WRITE, src, wo.data()), TransferState::COMPLETED);
+  EXPECT_EQ(checkPattern(wo.data(), wo.size(), 32), -1);
+  EXPECT_EQ(one(OpCode::READ, dst, wo.data()), TransferState::FAILED);
+  EXPECT_EQ(engine->registerLocalMemory(src + 1, 16, "*", static_cast<MemoryAccess>(0)).code(),
+            StatusCode::kInvalidArgument);
+  EXPECT_EQ(parseMemoryAccess("r").value(), MemoryAccess::kRemoteRead);
+  EXPECT_EQ(parseMemoryAccess("bogus").status().code(), StatusCode::kInvalidArgument);
+  EXPECT_TRUE(engine->unregisterLocalMemory(ro.data()).ok());
+  EXPECT_TRUE(engine->unregisterLocalMemory(wo.data()).ok());
+  // Engine-allocated memory stays registered when someone tries to unregister it.
+  EXPECT_EQ(engine->unregisterLocalMemory(src).code(), StatusCode::kFailedPrecondition);
+  fillPattern(src, 4096, 33);
+  transfer(OpCode::WRITE, src, dst, 4096, 1);
+  EXPECT_EQ(checkPattern(dst, 4096, 33), -1);
+}
+
 TEST_F(SimTransfer, LargeRequestSpreadsOverBothDevices) {
   fillPattern(src, kBuf, 9);
   transfer(OpCode::WRITE, src, dst, kBuf, 1);

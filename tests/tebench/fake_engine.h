@@ -37,7 +37,7 @@ class FakeEngine : public TransferEngine {
 
   std::string segmentName() const override { return "fake:1"; }
 
-  Result<void*> allocateLocalMemory(size_t length, const Location&) override {
+  Result<void*> allocateLocalMemory(size_t length, const Location&, MemoryAccess) override {
     void* p = std::aligned_alloc(4096, (length + 4095) / 4096 * 4096);
     if (!p) return Status::ResourceExhausted("fake: out of memory");
     return p;
@@ -46,7 +46,9 @@ class FakeEngine : public TransferEngine {
     std::free(addr);
     return Status::OK();
   }
-  Status registerLocalMemory(void*, size_t, const Location&) override { return Status::OK(); }
+  Status registerLocalMemory(void*, size_t, const Location&, MemoryAccess) override {
+    return Status::OK();
+  }
   Status unregisterLocalMemory(void*) override { return Status::OK(); }
 
   Result<SegmentId> openSegment(const std::string& name) override {

@@ -5,6 +5,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <span>
 #include <string>
@@ -88,6 +89,18 @@ Result<IntentType> parseIntentType(std::string_view text);
 // Where memory lives: "cpu:N" (NUMA node N), "cuda:N", or "*" (unknown / anywhere).
 using Location = std::string;
 
+// What peers may do to a registered buffer. The local side may always read it and
+// READ into it; a buffer peers should only read is registered kRemoteRead, and a
+// peer's WRITE to it then fails with a remote access error instead of landing.
+enum class MemoryAccess : uint8_t {
+  kRemoteRead = 1,
+  kRemoteWrite = 2,
+  kRemoteReadWrite = 3,
+};
+std::string_view toString(MemoryAccess a) noexcept;  // "r", "w", "rw"
+// Parses "r", "w", "rw" (also "read", "write", "readwrite").
+Result<MemoryAccess> parseMemoryAccess(std::string_view text);
+
 // One buffer registered in a segment, as its descriptor lists it.
 struct SegmentBufferInfo {
   uint64_t addr = 0;  // what Request::target_offset addresses
@@ -96,6 +109,7 @@ struct SegmentBufferInfo {
 };
 
 struct DirectPathStats {
+  uint64_t lanes_in_use = 0;  // direct lane slots held right now, all contexts
   uint64_t attempted = 0;
   uint64_t succeeded = 0;
   uint64_t fallback_lane_busy = 0;
@@ -128,6 +142,32 @@ struct LcoreStatsView {
   uint64_t idle_cycles = 0;
 };
 
+// Requests with a deadline (Request::deadline_ns != 0), whichever path served them.
+struct DeadlineStats {
+  uint64_t expired_at_submit = 0;  // already past at submit: not started, TIMEOUT
+  uint64_t missed = 0;             // completed (bytes there) after their deadline
+};
+
+// What the engine holds of the fabric and the control plane right now, and how
+// often it had to rebuild or give up connections. Counts are integers.
+struct ResourceStats {
+  uint64_t endpoints_live = 0;     // active and passive endpoints in use
+  uint64_t endpoints_retired = 0;  // retired, not yet freed (draining or awaiting quiescence)
+  uint64_t qps_live = 0;           // QPs that exist, all devices
+  std::map<std::string, uint64_t> qps_per_device;  // device name -> QPs
+  uint64_t reconnects = 0;  // endpoints connected again to a peer device after the first time
+  uint64_t evictions = 0;   // idle endpoints retired to stay within the per-context cap
+};
+
+// The control listener and its sessions.
+struct ControlStats {
+  uint64_t connections_open = 0;     // control connections right now (both directions)
+  uint64_t connections_refused = 0;  // over bootstrap.max_connections, refused at once
+  uint64_t auth_failures = 0;        // peers that failed or skipped authentication
+  uint64_t frames_rejected = 0;      // malformed, oversized or out-of-order frames
+  uint64_t deadline_closures = 0;    // connections closed for missing a read/write deadline
+};
+
 struct EngineStats {
   std::string provider;    // "soft" / "verbs"
   std::string link_model;  // the provider's one-line link model
@@ -135,7 +175,13 @@ struct EngineStats {
   std::vector<LcoreStatsView> lcores;
   WorkerPathStats worker;
   DirectPathStats direct;
+  DeadlineStats deadlines;
+  ResourceStats resources;
+  ControlStats control;
   uint64_t bytes_transferred = 0;
+  std::map<std::string, uint64_t> bytes_per_device;  // device name -> payload bytes moved
+  // Payload bytes by Request::intent_type, indexed by its value (UNSPEC = 0 ...).
+  std::vector<uint64_t> bytes_per_intent;
 };
 
 class TransferEngine {
@@ -152,10 +198,13 @@ class TransferEngine {
   virtual std::string segmentName() const = 0;
 
   // Memory that every provider reaches by its fastest path, registered on every device.
-  virtual Result<void*> allocateLocalMemory(size_t length, const Location& location = "*") = 0;
+  virtual Result<void*> allocateLocalMemory(
+      size_t length, const Location& location = "*",
+      MemoryAccess access = MemoryAccess::kRemoteReadWrite) = 0;
   virtual Status freeLocalMemory(void* addr) = 0;
   // Registers caller-owned memory on every device. `location` "*" = ask the topology.
-  virtual Status registerLocalMemory(void* addr, size_t length, const Location& location = "*") = 0;
+  virtual Status registerLocalMemory(void* addr, size_t length, const Location& location = "*",
+                                     MemoryAccess access = MemoryAccess::kRemoteReadWrite) = 0;
   virtual Status unregisterLocalMemory(void* addr) = 0;
 
   // Opens a peer's segment by name ("host:port"); fetches and caches its descriptor.
