@@ -6,6 +6,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
@@ -139,6 +140,33 @@ Result<std::shared_ptr<const Config>> loadFromEnvironment() {
   Result<std::shared_ptr<const Config>> config = loadFile(path);
   if (!config.ok()) return config.status().withContext("TENT_CONFIG");
   return config;
+}
+
+CqSizing cqSizing(const Config& c) {
+  CqSizing z = requiredCqSizing(c);
+  if (c.workers.cq_depth != 0) z.background_cq = z.rail_cq = c.workers.cq_depth;
+  if (c.direct.cq_depth != 0) z.direct_cq = c.direct.cq_depth;
+  return z;
+}
+
+CqSizing requiredCqSizing(const Config& c) {
+  CqSizing z;
+  uint32_t background = 0;
+  for (const LcoreSpec& l : c.lcores)
+    for (const PollerSpec& p : l.pollers) background += p.kind == PollerKind::kBackground;
+  z.background_pollers = background == 0 ? 1 : background;  // the default layout has one
+  const uint64_t per_poller =
+      (uint64_t{c.endpoints.max_per_context} + z.background_pollers - 1) / z.background_pollers;
+  auto clamp = [](uint64_t v) {  // the caller reports a depth this large as an error
+    return static_cast<uint32_t>(std::min<uint64_t>(v, uint64_t{kMaxCqDepth} + 1));
+  };
+  z.endpoints_per_poller = static_cast<uint32_t>(per_poller);
+  z.background_cq = clamp(per_poller * c.workers.qps_per_endpoint * c.workers.qp_depth);
+  z.rail_cq = clamp(uint64_t{c.endpoints.max_per_context} * c.workers.qp_depth);
+  z.direct_cq = clamp(uint64_t{c.endpoints.max_per_context} * c.direct.qp_depth);
+  z.passive_cq =
+      clamp(uint64_t{c.endpoints.max_passive_per_context} * (c.workers.qps_per_endpoint + 2));
+  return z;
 }
 
 Status applyLogConfig(const LogConfig& config) {

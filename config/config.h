@@ -132,8 +132,10 @@ struct WorkerConfig {
   uint32_t burst = 32;            // slices dequeued per pass
   uint32_t qps_per_endpoint = 2;  // data QPs per endpoint
   uint32_t qp_depth = 128;        // max_send_wr of a data QP
-  uint32_t cq_depth = 8192;       // entries of a context's data CQ
-  uint32_t slice_pool = 65536;    // preallocated slices per engine
+  // Entries of a poller's data CQ on a context; 0 = derived from what may attach to it
+  // (cqSizing()). An explicit value must hold that much: checked at load.
+  uint32_t cq_depth = 0;
+  uint32_t slice_pool = 65536;  // preallocated slices per engine
   uint32_t max_batch_capacity = 65536;
   uint32_t max_slice_retries = 3;       // a failed slice retries on another device pair
   uint32_t device_error_threshold = 8;  // consecutive errors that pause a device
@@ -156,7 +158,7 @@ struct DirectConfig {
   DirectMode mode = DirectMode::kAuto;
   uint64_t max_bytes = 4 << 20;  // requests longer than this are not eligible (0 = no cap)
   uint32_t qp_depth = 1;         // send WRs of a direct QP (the RFC's depth is 1)
-  uint32_t cq_depth = 256;       // entries of a context's direct CQ
+  uint32_t cq_depth = 0;         // entries of a context's direct CQ; 0 = derived
   uint32_t timeout_ms = 2000;    // software timeout of a posted direct slice
   // Added for the engine (issue 6):
   // false: endpoints get no direct QP and advertise direct_qp_num = 0, as a peer
@@ -167,6 +169,30 @@ struct DirectConfig {
   bool poll_by_rail = true;
 
   bool operator==(const DirectConfig&) const = default;
+};
+
+// Endpoints (RC connections to peer devices): how many a node keeps and how it
+// reconnects (docs/engine.md, "Endpoint lifecycle").
+struct EndpointConfig {
+  // Active endpoints per local device; beyond it idle ones are evicted (SIEVE). Spread
+  // evenly over the background pollers.
+  uint32_t max_per_context = 256;
+  // Endpoints peers may open towards each local device (their target side).
+  uint32_t max_passive_per_context = 1024;
+  // A peer whose connect or bootstrap failed is retried after a delay doubling from
+  // the initial to the maximum, with jitter; meanwhile requests to it fail at once.
+  uint32_t reconnect_initial_ms = 50;
+  uint32_t reconnect_max_ms = 2000;
+
+  bool operator==(const EndpointConfig&) const = default;
+};
+
+struct AuthConfig {
+  // A file holding the cluster secret (>= 32 bytes, e.g. 64 hex characters, mode 600).
+  // Empty: no authentication (anyone who reaches the control port is served).
+  std::string secret_file;
+
+  bool operator==(const AuthConfig&) const = default;
 };
 
 struct BootstrapConfig {
@@ -180,6 +206,12 @@ struct BootstrapConfig {
   // Budget for one request/response on an established control connection, so a
   // peer that accepts but never answers cannot hold the control thread.
   uint32_t io_timeout_ms = 3000;
+  // Added for the control plane (issue 10):
+  uint32_t max_connections = 1024;       // open control connections served; more are refused
+  uint32_t handshake_timeout_ms = 2000;  // a new connection authenticates within this
+  uint32_t keepalive_ms = 1000;          // an idle session is probed this often
+  uint32_t max_segments = 4096;          // peer segments open at once
+  AuthConfig auth;
 
   bool operator==(const BootstrapConfig&) const = default;
 };
@@ -202,6 +234,7 @@ struct Config {
   std::vector<LcoreSpec> lcores;  // default: one unpinned lcore running rail:* and background
   FabricConfig fabric;
   TopologyConfig topology;
+  EndpointConfig endpoints;
   WorkerConfig workers;
   DirectConfig direct;
   BootstrapConfig bootstrap;
@@ -225,6 +258,23 @@ Result<std::shared_ptr<const Config>> loadFromEnvironment();
 
 // Applies the log levels of a config to the logging facility.
 Status applyLogConfig(const LogConfig& log);
+
+// CQ depths the engine uses, derived from what can attach to each CQ: a CQ is never
+// smaller than the send queues of every QP that may be on it (a verbs NIC refuses a QP
+// that could overflow its CQ; the soft provider does too).
+struct CqSizing {
+  uint32_t background_pollers = 1;
+  uint32_t endpoints_per_poller = 0;  // ceil(max_per_context / background_pollers)
+  uint32_t background_cq = 0;         // endpoints_per_poller x qps_per_endpoint x qp_depth
+  uint32_t rail_cq = 0;               // max_per_context x qp_depth (one rail QP per endpoint)
+  uint32_t direct_cq = 0;             // max_per_context x direct.qp_depth
+  uint32_t passive_cq = 0;  // max_passive_per_context x (qps_per_endpoint + 2), depth 1 each
+};
+inline constexpr uint32_t kMaxCqDepth = 1u << 22;
+// The depths in use: an explicit workers.cq_depth / direct.cq_depth, else the derived.
+CqSizing cqSizing(const Config& config);
+// The derived depths alone (what explicit values are checked against).
+CqSizing requiredCqSizing(const Config& config);
 
 std::string_view toString(PollerKind k) noexcept;
 std::string_view toString(FabricProvider p) noexcept;

@@ -300,13 +300,41 @@ void readLcores(MapReader& top, std::vector<LcoreSpec>* lcores, const FabricConf
 
 // ---- engine ---------------------------------------------------------------------------------
 
-void readWorkers(MapReader& m, WorkerConfig* w) {
+void readEndpoints(MapReader& m, EndpointConfig* e) {
+  m.integer("max_per_context", &e->max_per_context, 1, 65536);
+  m.integer("max_passive_per_context", &e->max_passive_per_context, 1, 65536);
+  m.integer("reconnect_initial_ms", &e->reconnect_initial_ms, 1, kMaxLinkTimeoutMs);
+  m.integer("reconnect_max_ms", &e->reconnect_max_ms, 1, kMaxLinkTimeoutMs);
+  if (e->reconnect_initial_ms > e->reconnect_max_ms) {
+    m.fail("reconnect_initial_ms", "must not exceed reconnect_max_ms (" +
+                                       std::to_string(e->reconnect_max_ms) + "), got " +
+                                       std::to_string(e->reconnect_initial_ms));
+  }
+}
+
+// An explicit CQ depth must hold what can attach to it; a derived one must fit a CQ
+// (reported at `blame`, the key of the formula in this section).
+void checkCqDepth(MapReader& m, const char* key, const char* blame, uint32_t configured,
+                  uint32_t needed, const std::string& formula) {
+  if (!m.parsing()) return;
+  if (configured == 0 && needed > kMaxCqDepth) {
+    m.fail(blame, "the derived CQ depth " + formula + " = " + std::to_string(needed) +
+                      " exceeds the largest CQ (" + std::to_string(kMaxCqDepth) +
+                      "); lower those keys or set " + m.pathOf(key));
+  } else if (configured != 0 && configured < needed) {
+    m.fail(key, "must hold every send queue that may attach to it: " + formula + " = " +
+                    std::to_string(needed) + " (0 derives it), got " + std::to_string(configured));
+  }
+}
+
+void readWorkers(MapReader& m, Config* c) {
+  WorkerConfig* w = &c->workers;
   m.integer("block_size", &w->block_size, 4096, int64_t{1} << 30);
   m.powerOfTwo("ring_size", &w->ring_size, 64, 1 << 20);
   m.integer("burst", &w->burst, 1, 1024);
   m.integer("qps_per_endpoint", &w->qps_per_endpoint, 1, 64);
   m.integer("qp_depth", &w->qp_depth, 1, 32768);
-  m.integer("cq_depth", &w->cq_depth, 1, 1 << 22);
+  m.integer("cq_depth", &w->cq_depth, 0, kMaxCqDepth);
   m.integer("slice_pool", &w->slice_pool, 1, 1 << 24);
   m.integer("max_batch_capacity", &w->max_batch_capacity, 1, 1 << 24);
   m.integer("max_slice_retries", &w->max_slice_retries, 0, 16);
@@ -318,26 +346,38 @@ void readWorkers(MapReader& m, WorkerConfig* w) {
     m.fail("burst", "must not exceed ring_size (" + std::to_string(w->ring_size) + "), got " +
                         std::to_string(w->burst));
   }
-  const uint64_t one_endpoint = uint64_t{w->qp_depth} * w->qps_per_endpoint;
-  if (w->cq_depth < one_endpoint) {
-    m.fail("cq_depth",
-           "must be at least qp_depth x qps_per_endpoint (" + std::to_string(one_endpoint) +
-               ") so one endpoint cannot overflow it, got " + std::to_string(w->cq_depth));
+  const CqSizing z = requiredCqSizing(*c);
+  const uint32_t needed = std::max(z.background_cq, z.rail_cq);
+  const std::string formula =
+      z.background_cq >= z.rail_cq
+          ? "ceil(endpoints.max_per_context " + std::to_string(c->endpoints.max_per_context) +
+                " / " + std::to_string(z.background_pollers) + " background pollers) x " +
+                "workers.qps_per_endpoint " + std::to_string(w->qps_per_endpoint) +
+                " x workers.qp_depth " + std::to_string(w->qp_depth)
+          : "endpoints.max_per_context " + std::to_string(c->endpoints.max_per_context) +
+                " rail QPs x workers.qp_depth " + std::to_string(w->qp_depth);
+  checkCqDepth(m, "cq_depth", "qp_depth", w->cq_depth, needed, formula);
+  if (m.parsing() && z.passive_cq > kMaxCqDepth) {
+    m.fail("qps_per_endpoint",
+           "the passive CQ would need endpoints.max_passive_per_context " +
+               std::to_string(c->endpoints.max_passive_per_context) +
+               " x (workers.qps_per_endpoint " + std::to_string(w->qps_per_endpoint) +
+               " + 2) entries, more than the largest CQ (" + std::to_string(kMaxCqDepth) + ")");
   }
 }
 
-void readDirect(MapReader& m, DirectConfig* d) {
+void readDirect(MapReader& m, Config* c) {
+  DirectConfig* d = &c->direct;
   m.choice("mode", &d->mode, kDirectModes);
   m.integer("max_bytes", &d->max_bytes, 0, kMaxDirectBytes);
   m.integer("qp_depth", &d->qp_depth, 1, 64);
-  m.integer("cq_depth", &d->cq_depth, 1, 1 << 20);
+  m.integer("cq_depth", &d->cq_depth, 0, kMaxCqDepth);
   m.integer("timeout_ms", &d->timeout_ms, 1, kMaxTimeoutMs);
   m.boolean("create_qp", &d->create_qp);
   m.boolean("poll_by_rail", &d->poll_by_rail);
-  if (d->cq_depth < d->qp_depth) {
-    m.fail("cq_depth", "must be at least qp_depth (" + std::to_string(d->qp_depth) + "), got " +
-                           std::to_string(d->cq_depth));
-  }
+  checkCqDepth(m, "cq_depth", "qp_depth", d->cq_depth, requiredCqSizing(*c).direct_cq,
+               "endpoints.max_per_context " + std::to_string(c->endpoints.max_per_context) +
+                   " x direct.qp_depth " + std::to_string(d->qp_depth));
 }
 
 void readBootstrap(MapReader& m, BootstrapConfig* b) {
@@ -346,6 +386,12 @@ void readBootstrap(MapReader& m, BootstrapConfig* b) {
   m.integer("connect_timeout_ms", &b->connect_timeout_ms, 1, kMaxLinkTimeoutMs);
   m.integer("io_timeout_ms", &b->io_timeout_ms, 1, kMaxLinkTimeoutMs);
   m.integer("descriptor_refresh_ms", &b->descriptor_refresh_ms, 0, kMaxLinkTimeoutMs);
+  m.integer("max_connections", &b->max_connections, 1, 1 << 20);
+  m.integer("handshake_timeout_ms", &b->handshake_timeout_ms, 1, kMaxLinkTimeoutMs);
+  m.integer("keepalive_ms", &b->keepalive_ms, 10, kMaxLinkTimeoutMs);
+  m.integer("max_segments", &b->max_segments, 2, 1 << 20);
+  m.section("auth",
+            [&](MapReader& a) { a.text("secret_file", &b->auth.secret_file, kPathOrEmpty); });
 }
 
 void readTimeouts(MapReader& m, TimeoutConfig* t) {
@@ -366,8 +412,10 @@ void readConfig(MapReader& top, Config* c) {
   top.section("topology",
               [&](MapReader& m) { m.text("xml_file", &c->topology.xml_file, kPathOrEmpty); });
   readLcores(top, &c->lcores, c->fabric);
-  top.section("workers", [&](MapReader& m) { readWorkers(m, &c->workers); });
-  top.section("direct", [&](MapReader& m) { readDirect(m, &c->direct); });
+  // Endpoints before workers and direct: their CQ depths follow from the caps.
+  top.section("endpoints", [&](MapReader& m) { readEndpoints(m, &c->endpoints); });
+  top.section("workers", [&](MapReader& m) { readWorkers(m, c); });
+  top.section("direct", [&](MapReader& m) { readDirect(m, c); });
   top.section("bootstrap", [&](MapReader& m) { readBootstrap(m, &c->bootstrap); });
   top.section("timeouts", [&](MapReader& m) { readTimeouts(m, &c->timeouts); });
   top.section("log", [&](MapReader& m) { readLog(m, &c->log); });

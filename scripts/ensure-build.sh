@@ -9,7 +9,7 @@ shift || true
 
 packages=(build-essential meson ninja-build pkg-config
           libibverbs-dev rdma-core libdpdk-dev libtbb-dev libhwloc-dev hwloc
-          libyaml-cpp-dev libgtest-dev libgmock-dev nlohmann-json3-dev
+          libyaml-cpp-dev libgtest-dev libgmock-dev nlohmann-json3-dev libssl-dev
           python3 python3-matplotlib)
 missing=()
 for p in "${packages[@]}"; do

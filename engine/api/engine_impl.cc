@@ -62,7 +62,7 @@ Status TransferEngineImpl::freeLocalMemory(void* addr) {
     length = it->second;
     allocations_.erase(it);
   }
-  (void)transport_->unregisterBuffer(addr, nullptr, nullptr);
+  (void)transport_->unregisterBuffer(addr);
   return provider_->freeMemory(addr, length);
 }
 
@@ -78,7 +78,7 @@ Status TransferEngineImpl::unregisterLocalMemory(void* addr) {
       return Status::FailedPrecondition(
           "unregister: memory from allocateLocalMemory; use freeLocalMemory");
   }
-  return transport_->unregisterBuffer(addr, nullptr, nullptr);
+  return transport_->unregisterBuffer(addr);
 }
 
 Result<SegmentId> TransferEngineImpl::openSegment(const std::string& name) {

@@ -63,6 +63,7 @@ Result<BootstrapMessage> parseBootstrap(std::span<const uint8_t> bytes) {
   if (length > kMaxBootstrapBodyBytes) return malformed("body length out of range");
   if (length != r.remaining()) return malformed("body length does not match the message size");
   BootstrapMessage m;
+  m.version = version;
   Status s = parseBody(r, version, &m);
   if (!s.ok()) return s;
   return m;

@@ -34,6 +34,8 @@ struct BootstrapMessage {
   uint64_t generation = 0;          // endpoint generation on the active side
   std::vector<uint32_t> data_qp_nums;
   uint32_t direct_qp_num = 0;  // 0 = none (or a v1 peer)
+  // The version it was parsed from (a reply is encoded in the request's version).
+  uint16_t version = kBootstrapVersion;
 
   bool operator==(const BootstrapMessage&) const = default;
 };

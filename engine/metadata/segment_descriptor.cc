@@ -92,26 +92,78 @@ Status parseBuffer(WireReader& r, size_t device_count, BufferDescriptor* b) {
   return Status::OK();
 }
 
+// A length-prefixed record (v2+): u32 length, then the fields.
+class Record {
+ public:
+  Record(WireWriter& w, bool prefixed) : w_(w), prefixed_(prefixed), at_(w.size()) {
+    if (prefixed_) w_.u32(0);
+  }
+  ~Record() {
+    if (prefixed_) w_.patchU32(at_, static_cast<uint32_t>(w_.size() - at_ - 4));
+  }
+
+ private:
+  WireWriter& w_;
+  bool prefixed_;
+  size_t at_;
+};
+
+// Reads a record's length (v2+) and checks it against the input; returns a reader
+// over the record's bytes (fields past what this version knows are skipped).
+bool openRecord(WireReader& r, bool prefixed, WireReader* record) {
+  if (!prefixed) {
+    *record = r;
+    return true;
+  }
+  uint32_t n = 0;
+  if (!r.u32(&n) || n > r.remaining()) return false;
+  *record = WireReader(r.cursor(), n);
+  r.skip(n);
+  return true;
+}
+
 }  // namespace
 
-std::vector<uint8_t> encodeDescriptor(const SegmentDescriptor& d) {
+std::vector<uint8_t> encodeDescriptor(const SegmentDescriptor& d, uint16_t version) {
+  const bool prefixed = version >= 2;
   WireWriter w;
   w.u32(kDescriptorMagic);
-  w.u16(kDescriptorVersion);
-  w.str(d.name);
-  w.u64(d.instance);
-  w.u64(d.version);
+  w.u16(version);
+  {
+    Record header(w, prefixed);
+    w.str(d.name);
+    w.u64(d.instance);
+    w.u64(d.version);
+  }
   w.u16(static_cast<uint16_t>(d.devices.size()));
   for (const auto& dev : d.devices) {
+    Record rec(w, prefixed);
     w.str(dev.name);
     w.raw(dev.port.gid.data(), dev.port.gid.size());
     w.u16(dev.port.lid);
     w.u32(static_cast<uint32_t>(dev.numa_node));
   }
   w.u32(static_cast<uint32_t>(d.buffers.size()));
-  for (const auto& b : d.buffers) encodeBuffer(w, b);
+  for (const auto& b : d.buffers) {
+    Record rec(w, prefixed);
+    encodeBuffer(w, b);
+  }
   return std::move(w.bytes());
 }
+
+namespace {
+
+// Walks one record of each kind; `step` parses the known fields from `rec`. A v1
+// record is parsed from the outer reader itself (it must then be consumed exactly).
+template <typename Step>
+Status readRecord(WireReader& r, bool prefixed, const char* what, Step step) {
+  WireReader rec(nullptr, 0);
+  if (!openRecord(r, prefixed, &rec)) return malformed(what);
+  TENT_RETURN_IF_ERROR(step(prefixed ? rec : r));
+  return Status::OK();
+}
+
+}  // namespace
 
 Result<SegmentDescriptor> parseDescriptor(std::span<const uint8_t> bytes) {
   WireReader r(bytes.data(), bytes.size());
@@ -119,18 +171,28 @@ Result<SegmentDescriptor> parseDescriptor(std::span<const uint8_t> bytes) {
   uint16_t version = 0, device_count = 0;
   SegmentDescriptor d;
   if (!r.u32(&magic) || magic != kDescriptorMagic) return malformed("wrong magic");
-  if (!r.u16(&version) || version != kDescriptorVersion) return malformed("unsupported version");
-  if (!r.str(&d.name, 255) || !r.u64(&d.instance) || !r.u64(&d.version) || !r.u16(&device_count))
-    return malformed("truncated header");
+  if (!r.u16(&version) || version == 0) return malformed("unsupported version");
+  const bool prefixed = version >= 2;
+  TENT_RETURN_IF_ERROR(readRecord(r, prefixed, "truncated header", [&](WireReader& h) {
+    return (h.str(&d.name, 255) && h.u64(&d.instance) && h.u64(&d.version))
+               ? Status::OK()
+               : malformed("truncated header");
+  }));
+  if (!r.u16(&device_count)) return malformed("truncated header");
   if (device_count > kMaxDescriptorDevices) return malformed("device count out of range");
   d.devices.resize(device_count);
-  for (auto& dev : d.devices) TENT_RETURN_IF_ERROR(parseDevice(r, &dev));
+  for (auto& dev : d.devices)
+    TENT_RETURN_IF_ERROR(readRecord(r, prefixed, "truncated device",
+                                    [&](WireReader& rec) { return parseDevice(rec, &dev); }));
   if (!r.u32(&buffer_count) || buffer_count > kMaxDescriptorBuffers)
     return malformed("buffer count out of range");
   // Each buffer takes at least 40 bytes: bound the allocation by the input size.
   if (buffer_count > r.remaining() / 40 + 1) return malformed("buffer count exceeds input");
   d.buffers.resize(buffer_count);
-  for (auto& b : d.buffers) TENT_RETURN_IF_ERROR(parseBuffer(r, device_count, &b));
+  for (auto& b : d.buffers)
+    TENT_RETURN_IF_ERROR(readRecord(r, prefixed, "truncated buffer", [&](WireReader& rec) {
+      return parseBuffer(rec, device_count, &b);
+    }));
   for (size_t i = 1; i < d.buffers.size(); ++i)
     if (d.buffers[i].addr < d.buffers[i - 1].addr + d.buffers[i - 1].length)
       return malformed("buffers overlap or are unsorted");

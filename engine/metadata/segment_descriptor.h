@@ -15,7 +15,13 @@
 namespace tent::metadata {
 
 inline constexpr uint32_t kDescriptorMagic = 0x47455354;  // "TSEG" little-endian
-inline constexpr uint16_t kDescriptorVersion = 1;
+// Versioning rule (docs/engine.md): v1 is flat. From v2 on, the header, every device and
+// every buffer is a length-prefixed record; a writer adds fields only at the end of a
+// record and bumps the version, a reader takes the fields it knows and skips the rest
+// of each record. So a v2 reader reads v3+ descriptors; only v1 readers need v1, and
+// they get it (GET_DESCRIPTOR carries the newest version the asker reads).
+inline constexpr uint16_t kDescriptorVersionV1 = 1;
+inline constexpr uint16_t kDescriptorVersion = 2;
 inline constexpr size_t kMaxDescriptorDevices = 64;
 inline constexpr size_t kMaxDescriptorBuffers = 1u << 20;
 inline constexpr size_t kMaxBufferRegions = 1024;
@@ -56,7 +62,8 @@ struct SegmentDescriptor {
   int deviceIndex(std::string_view name) const noexcept;  // -1 when absent
 };
 
-std::vector<uint8_t> encodeDescriptor(const SegmentDescriptor& d);
+std::vector<uint8_t> encodeDescriptor(const SegmentDescriptor& d,
+                                      uint16_t version = kDescriptorVersion);
 Result<SegmentDescriptor> parseDescriptor(std::span<const uint8_t> bytes);
 
 }  // namespace tent::metadata

@@ -64,6 +64,9 @@ class WireReader {
   }
   size_t remaining() const { return size_ - pos_; }
   size_t position() const { return pos_; }
+  const uint8_t* cursor() const { return data_ + pos_; }
+  // Skips `n` bytes (the caller checked remaining()).
+  void skip(size_t n) { pos_ += n < remaining() ? n : remaining(); }
 
  private:
   template <typename T>

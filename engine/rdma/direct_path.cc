@@ -1,7 +1,8 @@
 // Direct path: selection rule, counters and statistics (control side).
 #include "engine/rdma/direct_path.h"
 
-#include "engine/rdma/rdma_transport.h"
+#include "engine/rdma/datapath_context.h"
+#include "engine/rdma/rdma_context.h"
 
 namespace tent::rdma {
 
@@ -28,7 +29,7 @@ std::string_view toString(DirectDecline d) noexcept {
 }
 
 bool DirectPath::wantsDirect(const Request& req) const noexcept {
-  switch (transport_.config().direct.mode) {
+  switch (dp_.config().direct.mode) {
     case config::DirectMode::kForce:
       return true;
     case config::DirectMode::kOff:  // still counted: a latency-sensitive request declined by mode
@@ -76,6 +77,8 @@ void DirectPath::fillStats(DirectPathStats* out) const {
   out->post_failures = get(counters_.post_failures);
   out->completion_errors = get(counters_.completion_errors);
   out->timeouts = get(counters_.timeouts);
+  out->lanes_in_use = 0;
+  for (size_t c = 0; c < dp_.contextCount(); ++c) out->lanes_in_use += dp_.context(c).lanesInUse();
   out->latency_histogram_ns.clear();
   for (const auto& b : counters_.latency) out->latency_histogram_ns.push_back(get(b));
 }

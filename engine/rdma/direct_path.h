@@ -15,8 +15,9 @@
 
 namespace tent::rdma {
 
-class RdmaTransport;
+class DatapathContext;
 class RdmaContext;
+class RdmaEndPoint;
 struct DirectPlan;
 
 enum class DirectDecline : uint8_t {
@@ -49,7 +50,7 @@ struct DirectCounters {
 
 class DirectPath {
  public:
-  explicit DirectPath(RdmaTransport& transport) : transport_(transport) {}
+  explicit DirectPath(DatapathContext& datapath) : dp_(datapath) {}
 
   // Is the request latency-sensitive under the configured mode?
   bool wantsDirect(const Request& req) const noexcept;
@@ -60,6 +61,11 @@ class DirectPath {
   unsigned pollContexts(const std::vector<RdmaContext*>& contexts) noexcept;
   // Polls the contexts a pending direct task posted on.
   unsigned pollTask(const RdmaTask& task) noexcept;
+
+  // The RFC's one way to get an endpoint: a ready one, or nullptr after asking the
+  // control plane to connect. Never blocks.
+  RdmaEndPoint* getEndpointForContextIndex(uint32_t context, SegmentId segment,
+                                           uint32_t peer_device, uint64_t now) noexcept;
 
   void fillStats(DirectPathStats* out) const;
   const DirectCounters& counters() const noexcept { return counters_; }
@@ -73,7 +79,10 @@ class DirectPath {
   void expire(RdmaContext& ctx, uint64_t now) noexcept;
   void countDecline(DirectDecline d) noexcept;
 
-  RdmaTransport& transport_;
+  // A piece that could not be posted continues on its context's rail poller.
+  void fallbackSlice(RdmaTask& task, RdmaSlice* slice, uint64_t now) noexcept;
+
+  DatapathContext& dp_;
   DirectCounters counters_;
 };
 

@@ -4,10 +4,10 @@
 // getTransferStatus(), or the context's rail poller).
 #include <bit>
 
+#include "engine/rdma/datapath_context.h"
 #include "engine/rdma/direct_path.h"
 #include "engine/rdma/rdma_context.h"
 #include "engine/rdma/rdma_endpoint.h"
-#include "engine/rdma/rdma_transport.h"
 #include "engine/rdma/slicing.h"
 #include "tent/log.h"
 
@@ -23,6 +23,7 @@ struct Lane {
   RdmaSlice* slice = nullptr;
   int slot = -1;
   bool quota = false;
+  bool poster = false;  // holds the direct QP's single-poster token
 };
 
 }  // namespace
@@ -34,18 +35,19 @@ struct DirectPlan {
 };
 
 // Undoes everything a plan holds: quotas, lanes, slices. Nothing was posted.
-static void releasePlan(RdmaTransport& t, RdmaTask& task, DirectPlan& plan) noexcept {
+static void releasePlan(const DatapathContext& dp, RdmaTask& task, DirectPlan& plan) noexcept {
   for (uint32_t p = 0; p < plan.parts; ++p) {
     Lane& l = plan.lanes[p];
+    if (l.poster) l.ep->releaseDirectPoster();
     if (l.quota) l.ep->returnDirectQuota();
     if (l.slot >= 0) l.ctx->releaseDirectLane(&task);
-    if (l.slice) t.slicePool().release(l.slice);
+    if (l.slice) dp.slicePool().release(l.slice);
     l = Lane{};
   }
 }
 
 DirectDecline DirectPath::trySubmitDirect(RdmaTask& task, uint64_t now) noexcept {
-  const auto& cfg = transport_.config();
+  const auto& cfg = dp_.config();
   const Request& req = task.request;
   counters_.attempted.fetch_add(1, std::memory_order_relaxed);
   DirectDecline d = DirectDecline::kAccepted;
@@ -58,7 +60,7 @@ DirectDecline DirectPath::trySubmitDirect(RdmaTask& task, uint64_t now) noexcept
     d = plan_(task, now, plan);
   if (d == DirectDecline::kAccepted) d = acquire_(task, plan);
   if (d != DirectDecline::kAccepted) {
-    releasePlan(transport_, task, plan);
+    releasePlan(dp_, task, plan);
     countDecline(d);
     return d;
   }
@@ -71,10 +73,10 @@ DirectDecline DirectPath::trySubmitDirect(RdmaTask& task, uint64_t now) noexcept
 // ceil(length / block_size)) slices, the target device by the worker path's rule.
 DirectDecline DirectPath::plan_(RdmaTask& task, uint64_t now, DirectPlan& plan) noexcept {
   uint32_t candidates[kMaxDevices];
-  size_t n = localCandidates(transport_.rails(), task.location, task.device_mask,
-                             transport_.pausedMask(now), candidates, kMaxDevices);
+  size_t n = localCandidates(dp_.rails(), task.location, task.device_mask, dp_.pausedMask(now),
+                             candidates, kMaxDevices);
   if (n == 0) return DirectDecline::kUnresolvable;
-  const uint64_t block = transport_.config().workers.block_size;
+  const uint64_t block = dp_.config().workers.block_size;
   const uint64_t len = task.request.length;
   uint64_t wanted = block ? (len + block - 1) / block : 1;
   plan.parts = static_cast<uint32_t>(std::min<uint64_t>(n, std::max<uint64_t>(wanted, 1)));
@@ -89,11 +91,11 @@ DirectDecline DirectPath::plan_(RdmaTask& task, uint64_t now, DirectPlan& plan) 
         choosePeerDevice(task.peer->same_name, local, region.rank0,
                          static_cast<uint32_t>(task.peer->descriptor.devices.size()), start + p);
     if (peer < 0) return DirectDecline::kUnresolvable;
-    RdmaEndPoint* ep = transport_.getEndpointForContextIndex(local, task.request.target_id,
-                                                             static_cast<uint32_t>(peer));
+    RdmaEndPoint* ep =
+        getEndpointForContextIndex(local, task.request.target_id, static_cast<uint32_t>(peer), now);
     // No ready endpoint, or a peer without a direct QP: the worker path serves it.
     if (!ep || !ep->directQp()) return DirectDecline::kEndpointNotReady;
-    plan.lanes[p].ctx = &transport_.context(local);
+    plan.lanes[p].ctx = &dp_.context(local);
     plan.lanes[p].ep = ep;
   }
   return DirectDecline::kAccepted;
@@ -107,7 +109,11 @@ DirectDecline DirectPath::acquire_(RdmaTask& task, DirectPlan& plan) noexcept {
     if (l.slot < 0) return DirectDecline::kLaneBusy;
     l.quota = l.ep->tryTakeDirectQuota();
     if (!l.quota) return DirectDecline::kLaneBusy;
-    l.slice = transport_.slicePool().allocate();
+    // Another caller is posting on this direct QP right now (direct.qp_depth > 1):
+    // never two posters on one QP; this request takes the worker path instead.
+    l.poster = l.ep->tryTakeDirectPoster();
+    if (!l.poster) return DirectDecline::kLaneBusy;
+    l.slice = dp_.slicePool().allocate();
     if (!l.slice) return DirectDecline::kLaneBusy;
   }
   return DirectDecline::kAccepted;
@@ -147,19 +153,22 @@ void DirectPath::post_(RdmaTask& task, uint64_t now, DirectPlan& plan) noexcept 
                       tb.rkeys[s->peer_device],      nullptr};
     l.ctx->notePosted(l.slot, now, l.ep);
     const fabric::SendWr* bad = nullptr;
-    if (l.ep->directQp()->postSend(&wr, &bad) == 0) continue;
+    const int rc = l.ep->directQp()->postSend(&wr, &bad);
+    l.ep->releaseDirectPoster();
+    l.poster = false;
+    if (rc == 0) continue;
     // Post failed (the QP left RTS under us): this piece takes the worker path.
     counters_.post_failures.fetch_add(1, std::memory_order_relaxed);
     l.ctx->noteCompleted(l.slot);
     l.ep->returnDirectQuota();
     l.ctx->releaseDirectLane(&task);
-    transport_.endpoints().requestReset(l.ep);
-    transport_.fallbackSlice(task, s, now);
+    dp_.requestReset(l.ep);
+    fallbackSlice(task, s, now);
   }
 }
 
 unsigned DirectPath::pollContexts(const std::vector<RdmaContext*>& contexts) noexcept {
-  if (!transport_.config().direct.poll_by_rail) return 0;
+  if (!dp_.config().direct.poll_by_rail) return 0;
   uint64_t now = steadyNowNs();
   unsigned n = 0;
   for (RdmaContext* ctx : contexts) n += pollContext(*ctx, now);
@@ -173,7 +182,7 @@ unsigned DirectPath::pollTask(const RdmaTask& task) noexcept {
   while (mask) {
     int i = std::countr_zero(mask);
     mask &= mask - 1;
-    n += pollContext(transport_.context(static_cast<size_t>(i)), now);
+    n += pollContext(dp_.context(static_cast<size_t>(i)), now);
   }
   return n;
 }
@@ -200,25 +209,40 @@ void DirectPath::completeSlice(RdmaSlice* s, fabric::WcStatus status, uint64_t n
   ep->returnDirectQuota();
   ctx.releaseDirectLane(task);
   SliceResult result = SliceResult::kSuccess;
-  if (status == fabric::WcStatus::kSuccess)
+  ep->noteCompletion(status);
+  if (status == fabric::WcStatus::kSuccess) {
     counters_.bytes.fetch_add(s->length, std::memory_order_relaxed);
-  if (status != fabric::WcStatus::kSuccess) {
-    bool late = latency > uint64_t{transport_.config().direct.timeout_ms} * 1000000;
+  } else {
+    bool late = latency > uint64_t{dp_.config().direct.timeout_ms} * 1000000;
     result = late ? SliceResult::kTimeout : SliceResult::kFailed;
     (late ? counters_.timeouts : counters_.completion_errors)
         .fetch_add(1, std::memory_order_relaxed);
-    transport_.endpoints().requestReset(ep);
+    dp_.requestReset(ep);
   }
-  transport_.finishSlice(s, result);
+  dp_.finishSlice(s, result);
 }
 
 // A direct WR past direct.timeout_ms: reset its endpoint, so the WR is flushed and its
 // completion (handled above, as TIMEOUT) releases the lane and quota.
 void DirectPath::expire(RdmaContext& ctx, uint64_t now) noexcept {
   RdmaEndPoint* expired[4];
-  uint64_t limit = uint64_t{transport_.config().direct.timeout_ms} * 1000000;
+  uint64_t limit = uint64_t{dp_.config().direct.timeout_ms} * 1000000;
   size_t n = ctx.expiredLanes(now, limit, expired, 4);
-  for (size_t i = 0; i < n; ++i) transport_.endpoints().requestReset(expired[i]);
+  for (size_t i = 0; i < n; ++i) dp_.requestReset(expired[i]);
+}
+
+RdmaEndPoint* DirectPath::getEndpointForContextIndex(uint32_t context, SegmentId segment,
+                                                     uint32_t peer_device, uint64_t now) noexcept {
+  RdmaEndPoint* ep = nullptr;
+  return dp_.lookup(context, segment, peer_device, now, &ep) == EndpointLookup::kReady ? ep
+                                                                                       : nullptr;
+}
+
+void DirectPath::fallbackSlice(RdmaTask& task, RdmaSlice* s, uint64_t now) noexcept {
+  s->direct = false;
+  s->endpoint = nullptr;
+  s->enqueue_ns = now;
+  if (!dp_.enqueue(task, s)) dp_.finishSlice(s, SliceResult::kFailed);
 }
 
 }  // namespace tent::rdma

@@ -1,20 +1,25 @@
 #include "engine/rdma/rdma_context.h"
 
-#include <algorithm>
-
 namespace tent::rdma {
 
-Status RdmaContext::init(const config::Config& config, uint32_t posting_pollers) {
-  lane_depth_ = std::clamp<uint32_t>(config.direct.qp_depth, 1, kMaxLaneDepth);
-  for (uint32_t p = 0; p < posting_pollers; ++p) {
-    auto cq = device_.createCq(config.workers.cq_depth);
+Status RdmaContext::init(const CqPlan& plan) {
+  if (plan.lane_depth == 0 || plan.lane_depth > kMaxLaneDepth)
+    return Status::InvalidArgument("direct lane depth must be in [1, " +
+                                   std::to_string(kMaxLaneDepth) + "]");
+  lane_depth_ = plan.lane_depth;
+  for (uint32_t depth : plan.data_cq_depth) {
+    if (depth == 0) {
+      data_cqs_.push_back(nullptr);
+      continue;
+    }
+    auto cq = device_.createCq(depth);
     if (!cq.ok()) return cq.status().withContext("data CQ on " + name());
     data_cqs_.push_back(std::move(cq).value());
   }
-  auto direct = device_.createCq(config.direct.cq_depth);
+  auto direct = device_.createCq(plan.direct_cq_depth);
   if (!direct.ok()) return direct.status().withContext("direct CQ on " + name());
   direct_cq_ = std::move(direct).value();
-  auto passive = device_.createCq(64);
+  auto passive = device_.createCq(plan.passive_cq_depth);
   if (!passive.ok()) return passive.status().withContext("passive CQ on " + name());
   passive_cq_ = std::move(passive).value();
   return Status::OK();

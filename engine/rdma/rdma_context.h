@@ -26,8 +26,16 @@ class RdmaContext {
   RdmaContext(const RdmaContext&) = delete;
   RdmaContext& operator=(const RdmaContext&) = delete;
 
-  // Control path: creates `posting_pollers` data CQs, the direct CQ and the passive CQ.
-  Status init(const config::Config& config, uint32_t posting_pollers);
+  // What CQs the context needs: a data CQ per posting poller that posts on it (0 = none:
+  // that poller never posts here), the direct CQ, the passive CQ, the direct lane depth.
+  struct CqPlan {
+    std::vector<uint32_t> data_cq_depth;
+    uint32_t direct_cq_depth = 0;
+    uint32_t passive_cq_depth = 0;
+    uint32_t lane_depth = 1;
+  };
+  // Control path: creates the CQs of the plan.
+  Status init(const CqPlan& plan);
 
   uint32_t index() const noexcept { return index_; }
   fabric::Device& device() noexcept { return device_; }
@@ -70,7 +78,7 @@ class RdmaContext {
   std::vector<std::unique_ptr<fabric::CompletionQueue>> data_cqs_;
   std::unique_ptr<fabric::CompletionQueue> direct_cq_;
   std::unique_ptr<fabric::CompletionQueue> passive_cq_;
-  static constexpr uint32_t kMaxLaneDepth = 16;
+  static constexpr uint32_t kMaxLaneDepth = 64;  // = the range of direct.qp_depth
   uint32_t lane_depth_ = 1;
   alignas(64) std::atomic<const RdmaTask*> direct_lane_owner_[kMaxLaneDepth] = {};
   std::atomic<uint64_t> lane_post_ns_[kMaxLaneDepth] = {};

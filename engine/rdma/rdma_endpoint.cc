@@ -1,8 +1,5 @@
 #include "engine/rdma/rdma_endpoint.h"
 
-#include <chrono>
-#include <thread>
-
 #include "engine/rdma/rdma_context.h"
 #include "tent/log.h"
 
@@ -16,8 +13,6 @@ std::string_view toString(EndpointState s) noexcept {
       return "ready";
     case EndpointState::kDestroying:
       return "destroying";
-    case EndpointState::kDestroyed:
-      return "destroyed";
   }
   return "?";
 }
@@ -31,6 +26,7 @@ RdmaEndPoint::~RdmaEndPoint() = default;
 namespace {
 Result<std::unique_ptr<fabric::QueuePair>> makeQp(fabric::Device& dev, fabric::CompletionQueue* cq,
                                                   uint32_t depth) {
+  if (cq == nullptr) return Status::Internal("no CQ for this QP's poller on " + dev.info().name);
   fabric::QpInitAttr attr;
   attr.send_cq = cq;
   attr.max_send_wr = depth;
@@ -40,14 +36,17 @@ Result<std::unique_ptr<fabric::QueuePair>> makeQp(fabric::Device& dev, fabric::C
 }  // namespace
 
 Status RdmaEndPoint::createActiveQps(const EndpointQpShape& shape) {
-  qps_per_poller_ = shape.qps_per_poller;
-  for (uint32_t p = 0; p < shape.posting_pollers; ++p) {
-    for (uint32_t i = 0; i < shape.qps_per_poller; ++i) {
-      auto qp = makeQp(context_.device(), context_.dataCq(p), shape.qp_depth);
-      if (!qp.ok()) return qp.status().withContext("data QP");
-      data_qps_.push_back(std::move(qp).value());
-    }
+  shape_ = shape;
+  for (uint32_t i = 0; i < shape.data_qps; ++i) {
+    auto qp = makeQp(context_.device(), context_.dataCq(shape.owner_poller), shape.qp_depth);
+    if (!qp.ok()) return qp.status().withContext("data QP");
+    data_raw_.push_back(qp->get());
+    data_qps_.push_back(std::move(qp).value());
   }
+  auto rail = makeQp(context_.device(), context_.dataCq(shape.rail_poller), shape.qp_depth);
+  if (!rail.ok()) return rail.status().withContext("rail QP");
+  rail_raw_ = rail->get();
+  data_qps_.push_back(std::move(rail).value());
   if (shape.direct_depth == 0) return Status::OK();
   auto qp = makeQp(context_.device(), context_.directCq(), shape.direct_depth);
   if (!qp.ok()) return qp.status().withContext("direct QP");
@@ -56,18 +55,16 @@ Status RdmaEndPoint::createActiveQps(const EndpointQpShape& shape) {
   return Status::OK();
 }
 
-Status RdmaEndPoint::createPassiveQps(uint32_t data_qps, uint32_t qp_depth, uint32_t direct_depth) {
-  qps_per_poller_ = data_qps;
+Status RdmaEndPoint::createPassiveQps(uint32_t data_qps, bool direct) {
   for (uint32_t i = 0; i < data_qps; ++i) {
-    auto qp = makeQp(context_.device(), context_.passiveCq(), qp_depth);
+    auto qp = makeQp(context_.device(), context_.passiveCq(), 1);
     if (!qp.ok()) return qp.status().withContext("passive data QP");
     data_qps_.push_back(std::move(qp).value());
   }
-  if (direct_depth == 0) return Status::OK();
-  auto qp = makeQp(context_.device(), context_.passiveCq(), direct_depth);
+  if (!direct) return Status::OK();
+  auto qp = makeQp(context_.device(), context_.passiveCq(), 1);
   if (!qp.ok()) return qp.status().withContext("passive direct QP");
   direct_qp_ = std::move(qp).value();
-  direct_max_depth_ = direct_depth;
   return Status::OK();
 }
 
@@ -107,38 +104,27 @@ bool RdmaEndPoint::markReady() noexcept {
 
 bool RdmaEndPoint::beginReset() noexcept {
   EndpointState s = state_.load(std::memory_order_acquire);
-  while (s == EndpointState::kHandshaking || s == EndpointState::kReady) {
+  while (s != EndpointState::kDestroying) {
     if (state_.compare_exchange_weak(s, EndpointState::kDestroying, std::memory_order_acq_rel))
       return true;
   }
   return false;
 }
 
-uint32_t RdmaEndPoint::outstandingDataWrs() const noexcept {
-  uint32_t n = 0;
-  for (const auto& qp : data_qps_) n += qp->outstanding();
-  return n;
-}
-
-Status RdmaEndPoint::destroy(uint32_t timeout_ms) {
+void RdmaEndPoint::quiesce() {
   beginReset();
-  if (state() == EndpointState::kDestroyed) return Status::OK();
   for (auto& qp : data_qps_) (void)qp->modifyToError();
   if (direct_qp_) (void)direct_qp_->modifyToError();
-  // Flushed completions are polled by the pollers (data) and by callers or the
-  // rail poller (direct); wait for them to drain so no WR outlives its slice.
-  auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
-  while (outstandingDataWrs() != 0 || directDepth() != 0) {
-    if (std::chrono::steady_clock::now() >= deadline) {
-      state_.store(EndpointState::kDestroyed, std::memory_order_release);
-      return Status::Timeout("endpoint to peer device " + std::to_string(peer_device_) + ": " +
-                             std::to_string(outstandingDataWrs()) + " data WRs and " +
-                             std::to_string(directDepth()) + " direct WRs still outstanding");
-    }
-    std::this_thread::sleep_for(std::chrono::microseconds(200));
-  }
-  state_.store(EndpointState::kDestroyed, std::memory_order_release);
-  return Status::OK();
+}
+
+bool RdmaEndPoint::drained() const noexcept {
+  for (const auto& qp : data_qps_)
+    if (qp->outstanding() != 0) return false;
+  return directDepth() == 0;
+}
+
+uint32_t RdmaEndPoint::qpCount() const noexcept {
+  return static_cast<uint32_t>(data_qps_.size()) + (direct_qp_ ? 1u : 0u);
 }
 
 bool RdmaEndPoint::tryTakeDirectQuota() noexcept {

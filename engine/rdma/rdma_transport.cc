@@ -1,12 +1,8 @@
 // RdmaTransport set-up, teardown, poller placement and statistics.
 #include "engine/rdma/rdma_transport.h"
 
-#include <poll.h>
-#include <unistd.h>
-
-#include <random>
-
-#include "engine/rdma/direct_path.h"
+#include "engine/common/ebr.h"
+#include "engine/rdma/slicing.h"
 #include "tent/log.h"
 
 namespace tent::rdma {
@@ -27,69 +23,60 @@ Result<std::unique_ptr<RdmaTransport>> RdmaTransport::create(
 }
 
 Status RdmaTransport::init() {
-  for (size_t i = 0; i < provider_.deviceCount(); ++i) {
+  for (size_t i = 0; i < provider_.deviceCount(); ++i)
     contexts_.push_back(
         std::make_unique<RdmaContext>(static_cast<uint32_t>(i), provider_.device(i)));
-    device_names_.push_back(provider_.device(i).info().name);
-  }
   auto runtime = lcore::Runtime::acquire(*config_);
   if (!runtime.ok()) return runtime.status().withContext("lcore runtime");
   runtime_ = std::move(runtime).value();
-  TENT_RETURN_IF_ERROR(planPollers());
-  for (auto& ctx : contexts_)
-    TENT_RETURN_IF_ERROR(ctx->init(*config_, static_cast<uint32_t>(pollers_.size())));
-  for (auto& p : pollers_)
-    TENT_RETURN_IF_ERROR(
-        p->init(config_->workers.ring_size, static_cast<uint32_t>(contexts_.size())));
+  std::vector<RdmaContext*> raw;
+  for (auto& c : contexts_) raw.push_back(c.get());
   slice_pool_ = std::make_unique<SlicePool>(config_->workers.slice_pool);
-  direct_ = std::make_unique<DirectPath>(*this);
-  TENT_RETURN_IF_ERROR(endpoints_.init(4096));
-  instance_ = std::random_device{}() | (uint64_t{std::random_device{}()} << 32) | 1;
-  local_table_.store(std::make_shared<LocalBufferTable>());
-  auto server = metadata::ControlServer::start(
-      config_->bootstrap.listen,
-      [this](const metadata::ControlFrame& f) { return handleControl(f); },
-      config_->bootstrap.advertise_host);
-  if (!server.ok()) return server.status().withContext("control listener");
-  server_ = std::move(server).value();
-  segment_name_ = server_->name();
-  publishLocalDescriptor();
-  control_thread_ = std::thread([this] { controlLoop(); });
+  segments_ = std::make_unique<SegmentTable>(config_->bootstrap.max_segments);
+  requests_ = std::make_unique<ControlRequests>();
+  TENT_RETURN_IF_ERROR(requests_->init(4096));
+  datapath_ = std::make_unique<DatapathContext>(*config_, rails_, raw, *segments_, *slice_pool_,
+                                                *requests_);
+  TENT_RETURN_IF_ERROR(planPollers());
+  TENT_RETURN_IF_ERROR(initContexts());
+  direct_ = std::make_unique<DirectPath>(*datapath_);
+  datapath_->setDirect(direct_.get());
+  local_ = std::make_unique<LocalMemory>(raw, rails_);
+
+  control::ControlPlaneDeps deps{*config_, raw, {}, background_, *segments_, *requests_, *local_};
+  for (SlicePoller* rail : rail_of_context_)
+    deps.rail_poller_of_context.push_back(rail->postingIndex());
+  deps.direct_enabled = directEnabled();
+  auto control = control::ControlPlane::create(std::move(deps));
+  if (!control.ok()) return control.status();
+  control_ = std::move(control).value();
+  local_->onChange([this] { control_->localChanged(); });
   return attachPollers();
 }
 
 RdmaTransport::~RdmaTransport() {
-  detachPollers();
-  stopping_.store(true);
-  if (control_thread_.joinable()) {
-    endpoints_.wake();
-    control_thread_.join();
-  }
-  if (server_) server_->stop();
-  for (EndpointSlot* slot : endpoints_.allSlots()) {
-    RdmaEndPoint* ep = slot->current.load();
-    if (ep) (void)ep->destroy(0);
-  }
+  detachPollers();  // first: after this no lcore touches an endpoint
+  if (control_) control_->shutdown();
 }
 
 Status RdmaTransport::planPollers() {
   std::vector<bool> claimed(contexts_.size(), false);
   auto addPoller = [&](SlicePoller::Kind kind, size_t lcore) {
-    pollers_.push_back(
-        std::make_unique<SlicePoller>(*this, static_cast<uint32_t>(pollers_.size()), kind, lcore));
+    pollers_.push_back(std::make_unique<SlicePoller>(
+        *datapath_, static_cast<uint32_t>(pollers_.size()), kind, lcore));
     return pollers_.back().get();
   };
   rail_of_context_.assign(contexts_.size(), nullptr);
   for (size_t l = 0; l < runtime_->lcoreCount(); ++l) {
     for (const auto& spec : runtime_->spec(l).pollers) {
       if (spec.kind == config::PollerKind::kBackground) {
-        background_.push_back(addPoller(SlicePoller::Kind::kBackground, l));
+        background_.push_back(addPoller(SlicePoller::Kind::kBackground, l)->postingIndex());
         continue;
       }
       SlicePoller* rail = nullptr;
       bool matched = false;
       for (size_t c = 0; c < contexts_.size(); ++c) {
-        if (spec.device != "*" && spec.device != device_names_[c]) continue;
+        if (spec.device != "*" && spec.device != contexts_[c]->name()) continue;
         matched = true;
         if (claimed[c]) continue;
         if (!rail) rail = addPoller(SlicePoller::Kind::kRail, l);
@@ -109,11 +96,37 @@ Status RdmaTransport::planPollers() {
   for (size_t c = 0; c < contexts_.size(); ++c) {
     if (claimed[c]) continue;
     TENT_WARN(kEngine, "context %s has no rail poller; adding one on lcore 0",
-              device_names_[c].c_str());
+              contexts_[c]->name().c_str());
     if (!fallback) fallback = addPoller(SlicePoller::Kind::kRail, 0);
     fallback->addRailContext(contexts_[c].get());
     rail_of_context_[c] = fallback;
   }
+  std::vector<SlicePoller*> by_index;
+  for (auto& p : pollers_) by_index.push_back(p.get());
+  datapath_->setPollers(std::move(by_index), rail_of_context_);
+  return Status::OK();
+}
+
+// Each context gets a data CQ for every background poller and for its own rail
+// poller, each sized for what may attach to it (config::cqSizing).
+Status RdmaTransport::initContexts() {
+  const config::CqSizing z = config::cqSizing(*config_);
+  for (size_t c = 0; c < contexts_.size(); ++c) {
+    RdmaContext::CqPlan plan;
+    for (auto& p : pollers_) {
+      uint32_t depth = 0;
+      if (p->kind() == SlicePoller::Kind::kBackground) depth = z.background_cq;
+      if (p.get() == rail_of_context_[c]) depth = z.rail_cq;
+      plan.data_cq_depth.push_back(depth);
+    }
+    plan.direct_cq_depth = z.direct_cq;
+    plan.passive_cq_depth = z.passive_cq;
+    plan.lane_depth = config_->direct.qp_depth;
+    TENT_RETURN_IF_ERROR(contexts_[c]->init(plan));
+  }
+  for (auto& p : pollers_)
+    TENT_RETURN_IF_ERROR(
+        p->init(config_->workers.ring_size, static_cast<uint32_t>(contexts_.size())));
   return Status::OK();
 }
 
@@ -139,18 +152,32 @@ size_t RdmaTransport::stepPollers() {
   return busy;
 }
 
-void RdmaTransport::controlLoop() {
-  while (!stopping_.load()) {
-    pollfd p{endpoints_.wakeFd(), POLLIN, 0};
-    (void)::poll(&p, 1, 20);
-    uint64_t drained;
-    (void)!::read(endpoints_.wakeFd(), &drained, sizeof drained);
-    while (!stopping_.load()) {
-      EndpointSlot* slot = endpoints_.nextQueued();
-      if (!slot) break;
-      serviceSlot(slot);
-    }
+Status RdmaTransport::registerBuffer(void* addr, size_t length, const Location& location,
+                                     bool engine_allocated, MemoryAccess access) {
+  return local_->registerBuffer(addr, length, location, engine_allocated, access);
+}
+
+Status RdmaTransport::unregisterBuffer(void* addr) {
+  return local_->unregisterBuffer(addr);
+}
+
+Result<std::vector<SegmentBufferInfo>> RdmaTransport::segmentBuffers(SegmentId id) {
+  auto snapshot = [&]() -> std::shared_ptr<const PeerSegment> {
+    ebr::ReadSection section;
+    SegmentRecord* rec = segments_->find(id);
+    return rec ? rec->peer() : nullptr;
+  };
+  auto seg = snapshot();
+  if (!seg) return Status::NotFound("segment " + std::to_string(id) + " is not open");
+  if (seg->descriptor.buffers.empty() && id != LOCAL_SEGMENT_ID) {
+    // The peer may have registered memory after we opened it: refetch once.
+    if (control_->refreshSegment(id).ok()) seg = snapshot();
+    if (!seg) return Status::NotFound("segment " + std::to_string(id) + " is not open");
   }
+  std::vector<SegmentBufferInfo> out;
+  for (const auto& b : seg->descriptor.buffers)
+    out.push_back({b.addr, b.length, b.regions.empty() ? "*" : b.regions.front().location});
+  return out;
 }
 
 namespace {
@@ -174,7 +201,7 @@ std::string pollerNames(const std::vector<std::unique_ptr<SlicePoller>>& pollers
 void RdmaTransport::fillStats(EngineStats* out) const {
   out->provider = std::string(provider_.name());
   out->link_model = provider_.linkModel();
-  out->devices = device_names_;
+  for (const auto& c : contexts_) out->devices.push_back(c->name());
   for (size_t l = 0; l < runtime_->lcoreCount(); ++l) {
     LcoreStatsView v;
     v.lcore = static_cast<unsigned>(l);
@@ -197,6 +224,7 @@ void RdmaTransport::fillStats(EngineStats* out) const {
   }
   direct_->fillStats(&out->direct);
   out->bytes_transferred += direct_->counters().bytes.load(std::memory_order_relaxed);
+  control_->fillStats(out);
 }
 
 }  // namespace tent::rdma

@@ -1,9 +1,10 @@
-// Submission, routing and status: runs on caller threads and pollers. No
-// allocation and no blocking, except that a target range missing from a cached
-// descriptor takes the control path once to refetch it (rate-limited).
+// Submission, routing and status: runs on caller threads. No allocation and no
+// blocking; nothing here waits on the network. A request to a peer that is down or
+// backing off fails at once; a target range missing from the cached descriptor fails
+// at once and asks the control plane to refetch it.
 #include <thread>
 
-#include "engine/rdma/direct_path.h"
+#include "engine/common/ebr.h"
 #include "engine/rdma/rdma_transport.h"
 #include "engine/rdma/slicing.h"
 #include "tent/log.h"
@@ -35,21 +36,25 @@ Status RdmaTransport::resolveRequest(const Request& req, size_t index, RdmaTask&
   if (!lb)
     return Status::InvalidArgument(where() + "source " + hexRange(req.source, req.length) +
                                    " is not inside registered local memory");
-  if (req.target_id != LOCAL_SEGMENT_ID && suspected(req.target_id) &&
-      refreshSegment(req.target_id, false).ok())
-    clearSuspect(req.target_id);  // reachable again: routed with its current descriptor
-  auto peer = segment(req.target_id);
-  if (!peer)
+  SegmentRecord* rec = segments_->find(req.target_id);
+  if (!rec)
     return Status::NotFound(where() + "segment " + std::to_string(req.target_id) + " is not open");
-  const auto* tb = peer->descriptor.findBuffer(req.target_offset, req.length);
-  if (!tb && refreshSegment(req.target_id, false).ok()) {  // the peer may have registered more
-    peer = segment(req.target_id);
-    tb = peer ? peer->descriptor.findBuffer(req.target_offset, req.length) : nullptr;
+  auto peer = rec->peer();
+  if (!rec->up.load(std::memory_order_acquire) || !peer) {
+    const uint64_t now = steadyNowNs(), at = rec->retry_at_ns.load(std::memory_order_relaxed);
+    return Status::Unavailable(
+        where() + "segment " + (peer ? peer->name : std::string("?")) +
+        " is unreachable; reconnecting" +
+        (at > now ? ", next attempt in " + std::to_string((at - now) / 1'000'000) + " ms"
+                  : std::string()));
   }
-  if (!tb)
+  const auto* tb = peer->descriptor.findBuffer(req.target_offset, req.length);
+  if (!tb) {
+    control_->refreshSoon(req.target_id);  // the peer may have registered more since
     return Status::OutOfRange(where() + "target " +
                               hexRange(reinterpret_cast<void*>(req.target_offset), req.length) +
                               " is not inside the peer's registered memory");
+  }
   topology::LocationId location = topology::kAnyLocation;
   (void)topology::bufferLocationForRange(local->layouts, source, req.length, &location);
   task.local_table = local;
@@ -62,19 +67,10 @@ Status RdmaTransport::resolveRequest(const Request& req, size_t index, RdmaTask&
   return Status::OK();
 }
 
-bool RdmaTransport::suspected(SegmentId id) const {
-  decltype(suspect_)::const_accessor a;
-  return suspect_.find(a, id) && a->second;
-}
-
-void RdmaTransport::clearSuspect(SegmentId id) {
-  decltype(suspect_)::accessor a;
-  if (suspect_.find(a, id)) a->second = false;
-}
-
 Status RdmaTransport::submitTransferTasks(std::span<const Request> requests, RdmaTask* tasks,
                                           uint64_t device_mask) {
-  auto local = local_table_.load();
+  ebr::ReadSection section;
+  auto local = local_->table();
   for (size_t i = 0; i < requests.size(); ++i) {
     tasks[i].request = requests[i];
     TENT_RETURN_IF_ERROR(resolveRequest(requests[i], i, tasks[i], local, device_mask));
@@ -123,8 +119,8 @@ Status RdmaTransport::submitWorker(RdmaTask& task, uint64_t now) noexcept {
     s->reported = false;
     s->endpoint = nullptr;
     s->enqueue_ns = now;
-    if (!routeSlice(*s, now)) {
-      finishSlice(s, SliceResult::kFailed);
+    if (!datapath_->routeSlice(*s, now)) {
+      datapath_->finishSlice(s, SliceResult::kFailed);
       continue;
     }
     if (!enqueueSlice(task, s)) starved = true;
@@ -132,20 +128,12 @@ Status RdmaTransport::submitWorker(RdmaTask& task, uint64_t now) noexcept {
   return starved ? Status::ResourceExhausted("starved") : Status::OK();
 }
 
-SlicePoller* RdmaTransport::pollerFor(const RdmaTask& task, const RdmaSlice& slice) noexcept {
-  // Latency-sensitive fallbacks go to their context's rail poller, never behind bulk.
-  if (task.latency_sensitive) return rail_of_context_[slice.local_device];
-  return background_[slice.rr_hint % background_.size()];
-}
-
 bool RdmaTransport::enqueueSlice(RdmaTask& task, RdmaSlice* s) noexcept {
-  SlicePoller* p = pollerFor(task, *s);
-  if (task.latency_sensitive) p->countForeground();
   // Rings full: the pollers are draining them; wait a bounded time (backpressure).
   const uint64_t give_up = steadyNowNs() + 1000000000ull;
-  while (p->enqueue(&s, 1) == 0) {
-    if (runtime_->manual() || steadyNowNs() > give_up) {
-      finishSlice(s, SliceResult::kFailed);
+  while (!datapath_->enqueue(task, s)) {
+    if (runtime_->manual() || steadyNowNs() > give_up || !datapath_->pollerFor(task, *s)) {
+      datapath_->finishSlice(s, SliceResult::kFailed);
       return false;
     }
     std::this_thread::yield();
@@ -153,50 +141,14 @@ bool RdmaTransport::enqueueSlice(RdmaTask& task, RdmaSlice* s) noexcept {
   return true;
 }
 
-void RdmaTransport::fallbackSlice(RdmaTask& task, RdmaSlice* s, uint64_t now) noexcept {
-  s->direct = false;
-  s->endpoint = nullptr;
-  s->enqueue_ns = now;
-  (void)enqueueSlice(task, s);
-}
-
-uint64_t RdmaTransport::pausedMask(uint64_t now) const noexcept {
-  uint64_t mask = 0;
-  for (size_t i = 0; i < contexts_.size(); ++i)
-    if (contexts_[i]->paused(now)) mask |= 1ull << i;
-  return mask;
-}
-
-bool RdmaTransport::routeSlice(RdmaSlice& s, uint64_t now) noexcept {
-  const RdmaTask& task = *s.task;
-  uint32_t candidates[kMaxDevices];
-  size_t n = localCandidates(rails_, task.location, task.device_mask, pausedMask(now), candidates,
-                             kMaxDevices);
-  if (n == 0) return false;
-  uint32_t local = candidates[(s.rr_hint + s.retries) % n];
-  const auto& tb = task.peer->descriptor.buffers[task.target_buffer];
-  const auto& region = regionAt(tb, s.target_addr);
-  int peer = choosePeerDevice(task.peer->same_name, local, region.rank0,
-                              static_cast<uint32_t>(task.peer->descriptor.devices.size()),
-                              s.rr_hint + s.retries);
-  if (peer < 0) return false;
-  s.local_device = static_cast<uint16_t>(local);
-  s.peer_device = static_cast<uint16_t>(peer);
-  return true;
-}
-
-void RdmaTransport::finishSlice(RdmaSlice* s, SliceResult result) noexcept {
-  if (!s->reported)
-    updateSliceStatus(*s->task, result == SliceResult::kSuccess ? s->length : 0, result);
-  slice_pool_->release(s);
-}
-
 TransferStatus RdmaTransport::getTransferStatus(RdmaTask& task) noexcept {
   // A direct task with WRs still posted (pending, or canceled and draining) is
   // driven by its caller: poll its contexts' direct CQs.
   if (task.direct.load(std::memory_order_acquire) &&
-      task.slices_left.load(std::memory_order_acquire) != 0)
+      task.slices_left.load(std::memory_order_acquire) != 0) {
+    ebr::ReadSection section;
     direct_->pollTask(task);
+  }
   TransferStatus st;
   st.state = task.loadState();
   st.transferred_bytes = task.transferred_bytes.load(std::memory_order_relaxed);
@@ -209,15 +161,17 @@ Status RdmaTransport::cancel(RdmaTask& task) {
   task.state.compare_exchange_strong(pending, static_cast<uint8_t>(TransferState::CANCELED),
                                      std::memory_order_acq_rel);
   // Posted WRs drain through normal completion; a direct task's caller may poll.
-  if (task.direct.load(std::memory_order_acquire)) direct_->pollTask(task);
+  if (task.direct.load(std::memory_order_acquire)) {
+    ebr::ReadSection section;
+    direct_->pollTask(task);
+  }
   return Status::OK();
 }
 
 RdmaEndPoint* RdmaTransport::getEndpointForContextIndex(uint32_t context, SegmentId segment,
                                                         uint32_t peer_device) noexcept {
-  RdmaEndPoint* ep = nullptr;
-  auto r = endpoints_.lookup(context, segment, peer_device, ~0ull, &ep);
-  return r == EndpointLookup::kReady ? ep : nullptr;
+  ebr::ReadSection section;
+  return direct_->getEndpointForContextIndex(context, segment, peer_device, steadyNowNs());
 }
 
 }  // namespace tent::rdma

@@ -29,6 +29,7 @@ struct LocalBuffer {
 struct LocalBufferTable {
   std::vector<std::shared_ptr<LocalBuffer>> buffers;  // sorted by addr
   std::vector<topology::BufferLayout> layouts;        // parallel to buffers
+  uint64_t version = 0;                               // bumps with every change
   // The buffer holding [addr, addr+length) or nullptr. No allocation.
   const LocalBuffer* find(uint64_t addr, uint64_t length) const noexcept;
 };

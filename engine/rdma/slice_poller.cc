@@ -1,11 +1,11 @@
 #include "engine/rdma/slice_poller.h"
 
-#include "engine/rdma/rdma_transport.h"
+#include "engine/rdma/datapath_context.h"
 
 namespace tent::rdma {
 
-SlicePoller::SlicePoller(RdmaTransport& transport, uint32_t posting_index, Kind kind, size_t lcore)
-    : transport_(transport), posting_index_(posting_index), kind_(kind), lcore_(lcore) {
+SlicePoller::SlicePoller(DatapathContext& datapath, uint32_t posting_index, Kind kind, size_t lcore)
+    : dp_(datapath), posting_index_(posting_index), kind_(kind), lcore_(lcore) {
   name_ = (kind == Kind::kRail ? "rail" : "background") + std::string("#") +
           std::to_string(posting_index);
 }

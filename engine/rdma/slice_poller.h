@@ -1,8 +1,9 @@
 // SlicePoller: a posting poller on an lcore. Background pollers carry bulk
-// slices; rail pollers carry latency-sensitive slices that fell back from the
-// direct path and poll their contexts' direct CQs. Each poller has its own MPSC
-// input ring, its own data QPs on every endpoint and its own data CQ on every
-// context, so no CQ is polled by two threads.
+// slices of the endpoints they own; rail pollers carry latency-sensitive slices that
+// fell back from the direct path (on the rail QP every endpoint of their contexts
+// has) and poll their contexts' direct CQs. Each poller has its own MPSC input ring,
+// its own QPs and its own data CQ per context it posts on, so no QP has two posters
+// and no CQ two pollers. It sees the engine only through a DatapathContext.
 #pragma once
 
 #include <array>
@@ -19,7 +20,7 @@
 
 namespace tent::rdma {
 
-class RdmaTransport;
+class DatapathContext;
 class RdmaContext;
 class RdmaEndPoint;
 
@@ -40,7 +41,7 @@ class SlicePoller final : public lcore::Poller {
   static constexpr uint32_t kMaxChains = 8;  // distinct QPs posted per pass
   static constexpr uint32_t kPollBatch = 32;
 
-  SlicePoller(RdmaTransport& transport, uint32_t posting_index, Kind kind, size_t lcore);
+  SlicePoller(DatapathContext& datapath, uint32_t posting_index, Kind kind, size_t lcore);
   ~SlicePoller() override;
   Status init(uint32_t ring_size, uint32_t contexts);
 
@@ -75,6 +76,7 @@ class SlicePoller final : public lcore::Poller {
   unsigned postPending_lc(uint64_t now) noexcept;
   enum class Stage : uint8_t { kStaged, kKeep, kGone };
   Stage stageSlice_lc(RdmaSlice* s, uint64_t now) noexcept;
+  Stage forward_lc(RdmaSlice* s) noexcept;
   void postChains_lc(uint64_t now) noexcept;
   unsigned pollDataCqs_lc(uint64_t now) noexcept;
   void complete_lc(RdmaSlice* s, fabric::WcStatus status, uint64_t now) noexcept;
@@ -87,7 +89,7 @@ class SlicePoller final : public lcore::Poller {
   void pushInflight_lc(RdmaSlice* s) noexcept;
   void unlinkInflight_lc(RdmaSlice* s) noexcept;
 
-  RdmaTransport& transport_;
+  DatapathContext& dp_;
   uint32_t posting_index_;
   Kind kind_;
   size_t lcore_;

@@ -2,11 +2,13 @@
 // pending slices in chains per QP within QP depth and CQ room, poll data CQs,
 // handle completions (retry on another device pair, or finish), and expire
 // slices past their software timeout. Nothing here blocks or allocates.
+#include "engine/common/ebr.h"
+#include "engine/rdma/datapath_context.h"
 #include "engine/rdma/direct_path.h"
 #include "engine/rdma/rdma_context.h"
 #include "engine/rdma/rdma_endpoint.h"
-#include "engine/rdma/rdma_transport.h"
 #include "engine/rdma/slice_poller.h"
+#include "engine/rdma/slicing.h"
 #include "tent/log.h"
 
 #include <cerrno>
@@ -14,18 +16,21 @@
 namespace tent::rdma {
 
 lcore::PollResult SlicePoller::poll_lc() noexcept {
+  // One read section per pass: endpoints and segment records this pass looks at
+  // stay alive until it ends (the lcore's quiescent point).
+  ebr::ReadSection section;
   uint64_t now = steadyNowNs();
   unsigned work = drainRing_lc();
   work += postPending_lc(now);
   work += pollDataCqs_lc(now);
-  if (kind_ == Kind::kRail) work += transport_.direct().pollContexts(rail_contexts_);
+  if (kind_ == Kind::kRail) work += dp_.direct().pollContexts(rail_contexts_);
   if ((++passes_ & 63) == 0) checkTimeouts_lc(now);
   return work ? lcore::PollResult::kBusy : lcore::PollResult::kIdle;
 }
 
 unsigned SlicePoller::drainRing_lc() noexcept {
   RdmaSlice* burst[kMaxPost];
-  unsigned max = transport_.config().workers.burst;
+  unsigned max = dp_.config().workers.burst;
   if (max > kMaxPost) max = kMaxPost;
   unsigned n = ring_->dequeueBurst_lc(burst, max);
   if (n == 0) return 0;
@@ -103,7 +108,7 @@ unsigned SlicePoller::postPending_lc(uint64_t now) noexcept {
 // kStaged: in a chain for this pass; kKeep: stays pending (endpoint handshaking, no
 // QP or CQ room); kGone: finished (freed) or requeued for a retry.
 SlicePoller::Stage SlicePoller::stageSlice_lc(RdmaSlice* s, uint64_t now) noexcept {
-  const auto& wcfg = transport_.config().workers;
+  const auto& wcfg = dp_.config().workers;
   RdmaTask& task = *s->task;
   if (task.cancel_requested.load(std::memory_order_acquire)) {
     finish_lc(s, SliceResult::kCanceled);
@@ -116,20 +121,21 @@ SlicePoller::Stage SlicePoller::stageSlice_lc(RdmaSlice* s, uint64_t now) noexce
     return Stage::kGone;
   }
   RdmaEndPoint* ep = nullptr;
-  auto found = transport_.endpoints().lookup(s->local_device, s->segment, s->peer_device,
-                                             s->enqueue_ns, &ep);
+  auto found = dp_.lookup(s->local_device, s->segment, s->peer_device, now, &ep);
   if (found == EndpointLookup::kConnecting) return Stage::kKeep;
   if (found != EndpointLookup::kReady) {
     failOrRetry_lc(s, now);
     return Stage::kGone;
   }
+  std::span<fabric::QueuePair* const> qps = ep->qpsFor(posting_index_);
+  if (qps.empty()) return forward_lc(s);  // a retry routed it to another poller's endpoint
   RdmaContext& ctx = ep->context();
   if (cq_inflight_[ctx.index()] + staged_ >= ctx.dataCq(posting_index_)->depth())
     return Stage::kKeep;
   // A QP of ours on this endpoint with room, counting WRs staged this pass.
-  uint32_t qps = ep->qpsPerPoller();
-  for (uint32_t k = 0; k < qps; ++k) {
-    fabric::QueuePair* qp = ep->dataQp(posting_index_, (rr_ + k) % qps);
+  const uint32_t n = static_cast<uint32_t>(qps.size());
+  for (uint32_t k = 0; k < n; ++k) {
+    fabric::QueuePair* qp = qps[(rr_ + k) % n];
     Chain* chain = nullptr;
     for (uint32_t c = 0; c < chain_count_; ++c)
       if (chains_[c].qp == qp) chain = &chains_[c];
@@ -154,11 +160,17 @@ SlicePoller::Stage SlicePoller::stageSlice_lc(RdmaSlice* s, uint64_t now) noexce
     chain->tail = &wr;
     ++chain->count;
     s->endpoint = ep;
-    s->qp_index = (rr_ + k) % qps;
+    s->qp_index = (rr_ + k) % n;
     rr_++;
     return Stage::kStaged;
   }
   return Stage::kKeep;
+}
+
+SlicePoller::Stage SlicePoller::forward_lc(RdmaSlice* s) noexcept {
+  if (!dp_.enqueue(*s->task, s)) return Stage::kKeep;  // its ring is full: try next pass
+  held_.fetch_sub(1, std::memory_order_relaxed);       // the other poller holds it now
+  return Stage::kGone;
 }
 
 void SlicePoller::postChains_lc(uint64_t now) noexcept {
@@ -177,7 +189,7 @@ void SlicePoller::postChains_lc(uint64_t now) noexcept {
           if (rc == ENOMEM) {
             pushPending_lc(rs);
           } else {  // the QP left RTS (reset under us): retire and retry elsewhere
-            if (ep) transport_.endpoints().requestReset(ep);
+            if (ep) dp_.requestReset(ep);
             failOrRetry_lc(rs, now);
           }
         }
@@ -198,7 +210,7 @@ unsigned SlicePoller::pollDataCqs_lc(uint64_t now) noexcept {
   unsigned total = 0;
   for (size_t i = 0; i < cq_inflight_.size(); ++i) {
     if (cq_inflight_[i] == 0) continue;
-    int n = transport_.context(i).dataCq(posting_index_)->poll(wc, kPollBatch);
+    int n = dp_.context(i).dataCq(posting_index_)->poll(wc, kPollBatch);
     if (n < 0) {
       TENT_DLOG(kEngine, "data CQ overflow on context %zu", i);
       continue;
@@ -214,14 +226,15 @@ unsigned SlicePoller::pollDataCqs_lc(uint64_t now) noexcept {
 }
 
 void SlicePoller::complete_lc(RdmaSlice* s, fabric::WcStatus status, uint64_t now) noexcept {
-  const auto& wcfg = transport_.config().workers;
+  const auto& wcfg = dp_.config().workers;
   if (s->reported) {  // timed out earlier: its status is settled, only free it
-    transport_.finishSlice(s, SliceResult::kFailed);
+    dp_.finishSlice(s, SliceResult::kFailed);
     held_.fetch_sub(1, std::memory_order_relaxed);
     return;
   }
   unlinkInflight_lc(s);
-  RdmaContext& ctx = transport_.context(s->local_device);
+  RdmaContext& ctx = dp_.context(s->local_device);
+  if (s->endpoint) s->endpoint->noteCompletion(status);
   if (status == fabric::WcStatus::kSuccess) {
     ctx.recordSliceSuccess();
     counters_.slices_completed.fetch_add(1, std::memory_order_relaxed);
@@ -232,12 +245,12 @@ void SlicePoller::complete_lc(RdmaSlice* s, fabric::WcStatus status, uint64_t no
   TENT_DLOG(kEngine, "slice error %d on context %u", static_cast<int>(status), s->local_device);
   counters_.slice_errors.fetch_add(1, std::memory_order_relaxed);
   ctx.recordSliceError(wcfg.device_error_threshold, uint64_t{wcfg.device_pause_ms} * 1000000, now);
-  if (s->endpoint) transport_.endpoints().requestReset(s->endpoint);
+  if (s->endpoint) dp_.requestReset(s->endpoint);
   failOrRetry_lc(s, now);
 }
 
 void SlicePoller::failOrRetry_lc(RdmaSlice* s, uint64_t now) noexcept {
-  const auto& wcfg = transport_.config().workers;
+  const auto& wcfg = dp_.config().workers;
   bool canceled = s->task->cancel_requested.load(std::memory_order_acquire);
   if (canceled || s->retries >= wcfg.max_slice_retries) {
     finish_lc(s, canceled ? SliceResult::kCanceled : SliceResult::kFailed);
@@ -245,7 +258,7 @@ void SlicePoller::failOrRetry_lc(RdmaSlice* s, uint64_t now) noexcept {
   }
   ++s->retries;
   counters_.slice_retries.fetch_add(1, std::memory_order_relaxed);
-  if (!transport_.routeSlice(*s, now)) {
+  if (!dp_.routeSlice(*s, now)) {
     finish_lc(s, SliceResult::kFailed);
     return;
   }
@@ -253,12 +266,12 @@ void SlicePoller::failOrRetry_lc(RdmaSlice* s, uint64_t now) noexcept {
 }
 
 void SlicePoller::finish_lc(RdmaSlice* s, SliceResult result) noexcept {
-  transport_.finishSlice(s, result);
+  dp_.finishSlice(s, result);
   held_.fetch_sub(1, std::memory_order_relaxed);
 }
 
 void SlicePoller::checkTimeouts_lc(uint64_t now) noexcept {
-  uint64_t limit = uint64_t{transport_.config().workers.slice_timeout_ms} * 1000000;
+  uint64_t limit = uint64_t{dp_.config().workers.slice_timeout_ms} * 1000000;
   // The in-flight list is in post order: only its head can be the oldest.
   while (inflight_head_ && now > inflight_head_->post_ns && now - inflight_head_->post_ns > limit) {
     RdmaSlice* s = inflight_head_;
@@ -267,7 +280,7 @@ void SlicePoller::checkTimeouts_lc(uint64_t now) noexcept {
     // Report now; the WR's completion (or flush after the reset) frees the slice.
     updateSliceStatus(*s->task, 0, SliceResult::kTimeout);
     s->reported = true;
-    if (s->endpoint) transport_.endpoints().requestReset(s->endpoint);
+    if (s->endpoint) dp_.requestReset(s->endpoint);
   }
 }
 

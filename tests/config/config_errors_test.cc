@@ -74,7 +74,7 @@ TEST(ConfigErrors, UnknownKeysListWhatIsAllowedThere) {
                1,
                "workerz",
                {"unknown key",
-                "allowed top-level keys: eal, fabric, topology, lcores, workers, "
+                "allowed top-level keys: eal, fabric, topology, lcores, endpoints, workers, "
                 "direct, bootstrap, timeouts, log"}});
   expectError({"nested",
                "fabric:\n  soft:\n    max_mr: 4\n",
@@ -193,7 +193,7 @@ TEST(ConfigErrors, DirectQpDepthIsOneToSixtyFour) {
                "direct.qp_depth",
                {"expected an integer in [1, 64], got '0'"}});
   expectError({"65", "direct:\n  qp_depth: 65\n", 2, "direct.qp_depth", {"got '65'"}});
-  EXPECT_TRUE(parseError("direct:\n  qp_depth: 64\n  cq_depth: 64\n").ok());
+  EXPECT_TRUE(parseError("direct:\n  qp_depth: 64\n  cq_depth: 16384\n").ok());
 }
 
 TEST(ConfigErrors, BadEnumValuesListTheAllowedOnes) {
@@ -366,16 +366,27 @@ TEST(ConfigErrors, CrossFieldChecks) {
                3,
                "lcores[0].idle.sleep_min_us",
                {"sleep_max_us (100)"}});
-  expectError({"direct cq below qp",
+  expectError({"direct cq below what attaches",
                "direct:\n  qp_depth: 8\n  cq_depth: 4\n",
                3,
                "direct.cq_depth",
-               {"at least qp_depth (8), got 4"}});
+               {"endpoints.max_per_context 256 x direct.qp_depth 8 = 2048", "got 4"}});
   expectError({"worker cq too small",
                "workers:\n  qp_depth: 512\n  cq_depth: 1000\n",
                3,
                "workers.cq_depth",
-               {"qp_depth x qps_per_endpoint (1024)", "got 1000"}});
+               {"ceil(endpoints.max_per_context 256 / 1 background pollers)",
+                "workers.qps_per_endpoint 2", "workers.qp_depth 512", "= 262144", "got 1000"}});
+  expectError({"derived cq over the largest",
+               "endpoints: {max_per_context: 65536}\nworkers:\n  qp_depth: 32768\n",
+               3,
+               "workers.qp_depth",
+               {"= 4194305 exceeds the largest CQ (4194304)", "set workers.cq_depth"}});
+  expectError({"reconnect delays inverted",
+               "endpoints:\n  reconnect_initial_ms: 500\n  reconnect_max_ms: 100\n",
+               2,
+               "endpoints.reconnect_initial_ms",
+               {"must not exceed reconnect_max_ms (100), got 500"}});
   expectError({"burst above ring",
                "workers:\n  ring_size: 64\n  burst: 128\n",
                3,

@@ -3,8 +3,8 @@
 #include <gtest/gtest.h>
 
 #include "direct_test_util.h"
-#include "engine/metadata/control_protocol.h"
 #include "engine/metadata/segment_descriptor.h"
+#include "raw_control.h"
 
 namespace tent::testing {
 namespace {
@@ -46,18 +46,24 @@ metadata::BootstrapMessage bootstrapTo(const metadata::SegmentDescriptor& peer, 
   return m;
 }
 
+using metadata::FrameType;
+
 Result<metadata::BootstrapMessage> send(const std::string& to,
                                         const metadata::BootstrapMessage& m) {
-  metadata::ControlFrame f{metadata::ControlType::kBootstrap, metadata::encodeBootstrap(m)};
-  auto reply = metadata::controlRequest(to, f, 2000);
+  auto reply = test::oneShot(to, FrameType::kBootstrap, metadata::encodeBootstrap(m));
   if (!reply.ok()) return reply.status();
+  if (reply->type == FrameType::kError) return metadata::parseError(reply->payload);
   return metadata::parseBootstrap(reply->payload);
 }
 
 TEST_F(DirectCompat, DuplicateBootstrapReusesOnlyWhenDirectQpMatches) {
-  metadata::ControlFrame get{metadata::ControlType::kGetDescriptor, {}};
-  auto desc = metadata::parseDescriptor(
-      metadata::controlRequest(engine->segmentName(), get, 2000)->payload);
+  // A v1 asker (empty GET_DESCRIPTOR payload) gets a v1 descriptor.
+  auto got = test::oneShot(engine->segmentName(), FrameType::kGetDescriptor, {});
+  ASSERT_TRUE(got.ok()) << got.status().toString();
+  ASSERT_EQ(got->type, FrameType::kDescriptor);
+  ASSERT_GE(got->payload.size(), 6u);
+  EXPECT_EQ(got->payload[4], metadata::kDescriptorVersionV1);
+  auto desc = metadata::parseDescriptor(got->payload);
   ASSERT_TRUE(desc.ok());
   auto first = send(engine->segmentName(), bootstrapTo(*desc, 900, 1));
   ASSERT_TRUE(first.ok()) << first.status().toString();
@@ -74,16 +80,20 @@ TEST_F(DirectCompat, DuplicateBootstrapReusesOnlyWhenDirectQpMatches) {
   auto none = send(engine->segmentName(), bootstrapTo(*desc, 0, 1));
   ASSERT_TRUE(none.ok());
   EXPECT_EQ(none->direct_qp_num, 0u);  // we answer without a direct QP
-  // A v1 message (no direct_qp_num field) is accepted and gets no direct QP.
-  metadata::ControlFrame v1{metadata::ControlType::kBootstrap,
-                            metadata::encodeBootstrap(bootstrapTo(*desc, 900, 2), 1)};
-  auto reply = metadata::controlRequest(engine->segmentName(), v1, 2000);
+  // A v1 message (no direct_qp_num field) is accepted, answered in v1, no direct QP.
+  auto reply = test::oneShot(engine->segmentName(), FrameType::kBootstrap,
+                             metadata::encodeBootstrap(bootstrapTo(*desc, 900, 2), 1));
   ASSERT_TRUE(reply.ok()) << reply.status().toString();
-  EXPECT_EQ(metadata::parseBootstrap(reply->payload)->direct_qp_num, 0u);
+  ASSERT_EQ(reply->type, FrameType::kBootstrapReply);
+  auto v1 = metadata::parseBootstrap(reply->payload);
+  ASSERT_TRUE(v1.ok()) << v1.status().toString();
+  EXPECT_EQ(v1->version, metadata::kBootstrapVersionV1);
+  EXPECT_EQ(v1->direct_qp_num, 0u);
   // Malformed bootstrap bytes: an error answer, and the listener keeps serving.
-  metadata::ControlFrame junk{metadata::ControlType::kBootstrap, {1, 2, 3}};
-  EXPECT_FALSE(metadata::controlRequest(engine->segmentName(), junk, 2000).ok());
-  EXPECT_TRUE(metadata::controlRequest(engine->segmentName(), get, 2000).ok());
+  auto junk = test::oneShot(engine->segmentName(), FrameType::kBootstrap, {1, 2, 3});
+  ASSERT_TRUE(junk.ok());
+  EXPECT_EQ(junk->type, FrameType::kError);
+  EXPECT_TRUE(test::oneShot(engine->segmentName(), FrameType::kGetDescriptor, {}).ok());
 }
 
 }  // namespace

@@ -6,6 +6,7 @@
 #include <thread>
 
 #include "direct_test_util.h"
+#include "engine/common/ebr.h"
 
 namespace tent::testing {
 namespace {
@@ -264,23 +265,30 @@ TEST_F(Direct, CancelLetsThePostedWrDrain) {
   EXPECT_EQ(checkPattern(dst, 4096, 15), -1);
 }
 
-TEST_F(Direct, DestroyWithDirectWrOutstandingDrains) {
+TEST_F(Direct, DestroyWithDirectWrOutstandingDrainsThenFrees) {
   ASSERT_TRUE(waitEndpoints());
+  const auto before = engine->stats().resources;
   auto* ep = endpoint(0);
   faultOnDirectQp(*this, fabric::soft::FaultAction::kDelay, 30'000'000'000ull);
   fillPattern(src, 4096, 16);
   BatchId b = submitMasked(*this, req(OpCode::WRITE, 0, 4096), 0b01);
   ASSERT_EQ(ep->directDepth(), 1u);
-  t().endpoints().requestReset(ep);  // the control thread moves the direct QP to ERR
-  // The flush completes on the direct CQ; the rail lcore polls it; the destroy drains.
+  {
+    ebr::ReadSection section;
+    t().datapath().requestReset(ep);  // the control plane moves its QPs (direct too) to ERR
+  }
+  // The flush completes on the direct CQ; the rail lcore polls it; the endpoint drains
+  // and is freed once no reader can hold it, and its passive side (in this loopback
+  // engine too) is released. `ep` must not be touched any more.
   ASSERT_TRUE(waitFor([&] {
     t().runtime().runOnce(0);
-    return ep->state() == rdma::EndpointState::kDestroyed;
+    auto r = engine->stats().resources;
+    return engine->getTransferStatus(b, 0)->state != TransferState::PENDING &&
+           r.endpoints_retired == 0 && r.endpoints_live == before.endpoints_live - 2;
   }));
-  EXPECT_EQ(ep->directDepth(), 0u);
-  EXPECT_EQ(ep->directQp()->state(), fabric::QpState::kError);
   EXPECT_EQ(engine->getTransferStatus(b, 0)->state, TransferState::FAILED);
   EXPECT_EQ(lanesInUse(), 0u);
+  EXPECT_LT(engine->stats().resources.qps_live, before.qps_live);
   EXPECT_EQ(checkPattern(dst, 4096, 16), -1);  // executed at post time, then flushed
 }
 

@@ -28,7 +28,7 @@ fabric:
 lcores:
   - pollers: ["rail:*"]
   - pollers: [background]
-workers: {ring_size: 1024, slice_pool: 4096, max_batch_capacity: 1024, cq_depth: 1024,
+workers: {ring_size: 1024, slice_pool: 4096, max_batch_capacity: 1024,
           slice_timeout_ms: 5000, block_size: 65536}
 bootstrap: {listen: "127.0.0.1:0", connect_timeout_ms: 1000}
 timeouts: {endpoint_destroy_ms: 200}

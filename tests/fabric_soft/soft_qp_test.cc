@@ -119,17 +119,33 @@ TEST_F(SoftQpTest, TooManySgesReturnsEinval) {
   EXPECT_EQ(pollN(*p.cq_a, 1).size(), 1u);
 }
 
-TEST_F(SoftQpTest, CqOverflowIsACqError) {
-  auto p = QpPair::make(*dev_, *dev_, 16, 1, /*cq_depth=*/4);
+// CQ admission, as in our verbs provider: a QP is refused when the send queues of
+// every QP on its CQ could overflow it (an overflowing CQ is fatal on a NIC).
+TEST_F(SoftQpTest, AQpThatCouldOverflowItsCqIsRefused) {
+  auto cq = std::move(dev_->createCq(16)).value();
+  auto a = dev_->createQp({cq.get(), 8, 1});
+  ASSERT_TRUE(a.ok());
+  auto b = dev_->createQp({cq.get(), 8, 1});
+  ASSERT_TRUE(b.ok());  // 16 of 16 reserved
+  auto c = dev_->createQp({cq.get(), 1, 1});
+  ASSERT_FALSE(c.ok());
+  EXPECT_EQ(c.status().code(), StatusCode::kResourceExhausted);
+  EXPECT_NE(c.status().message().find("could overflow"), std::string::npos);
+  a->reset();  // destroying a QP returns its reservation
+  EXPECT_TRUE(dev_->createQp({cq.get(), 8, 1}).ok());
+}
+
+// With admission a CQ cannot overflow: every WR of every QP on it, completed at once
+// and never polled, still fits.
+TEST_F(SoftQpTest, AFullyAdmittedCqHoldsEveryCompletion) {
+  auto p = QpPair::make(*dev_, *dev_, 4, 1, /*cq_depth=*/4);
   GuardedBuffer src(*dev_, 64, kAllAccess), dst(*dev_, 64, kAllAccess);
   Sge sge{src.addr(), 64, src.mr->lkey()};
   SendWr wr = makeWr(1, WrOpcode::kRdmaWrite, &sge, 1, dst.addr(), dst.mr->rkey());
   for (int i = 0; i < 4; ++i) post(*p.a, wr);
-  EXPECT_EQ(pollN(*p.cq_a, 4).size(), 4u);  // exactly the depth: fine
-  for (int i = 0; i < 5; ++i) post(*p.a, wr);
-  WorkCompletion wc[8];
-  EXPECT_EQ(p.cq_a->poll(wc, 8), -1);
-  EXPECT_EQ(p.cq_a->poll(wc, 8), -1);  // a CQ error is permanent
+  const SendWr* bad = nullptr;
+  EXPECT_EQ(p.a->postSend(&wr, &bad), ENOMEM);  // the send queue is full first
+  EXPECT_EQ(pollN(*p.cq_a, 4).size(), 4u);
 }
 
 TEST_F(SoftQpTest, UnsignaledWrsHoldTheirSlotUntilALaterSignaledOneIsPolled) {

@@ -4,6 +4,8 @@
 #include <sys/uio.h>
 
 #include <cerrno>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
 
 #include "engine/fabric/soft/soft_internal.h"
@@ -36,8 +38,34 @@ uint32_t SoftQp::outstanding() const noexcept {
   return static_cast<uint32_t>(tail_.load(std::memory_order_acquire) - released);
 }
 
+// One poster per QP at a time is the verbs contract (our verbs provider keeps its WR
+// bookkeeping for one poster). A NIC would corrupt its send queue; the emulation
+// refuses loudly instead of serialising the posters: in debug and test builds it
+// aborts with a message naming the QP, in release builds the post fails with EBUSY.
+[[noreturn]] static void secondPoster(uint32_t qp_num) noexcept {
+  std::fprintf(stderr,
+               "tent soft provider: two threads posted on QP %u at the same time; the verbs "
+               "contract allows one poster per QP at a time\n",
+               qp_num);
+  std::abort();
+}
+
 int SoftQp::postSend(const SendWr* wr, const SendWr** bad_wr) noexcept {
-  SpinGuard g(post_lock_);
+  if (posting_.exchange(true, std::memory_order_acquire)) {
+#ifndef NDEBUG
+    secondPoster(qp_num_);
+#else
+    if (bad_wr != nullptr) *bad_wr = wr;
+    dev_->contract_violations.fetch_add(1, std::memory_order_relaxed);
+    return EBUSY;
+#endif
+  }
+  const int rc = postChain(wr, bad_wr);
+  posting_.store(false, std::memory_order_release);
+  return rc;
+}
+
+int SoftQp::postChain(const SendWr* wr, const SendWr** bad_wr) noexcept {
   // One timestamp for the whole chain, taken before any copy: the modeled
   // transmission overlaps the copy, as a NIC's DMA overlaps the wire. 0 = not needed
   // (publish() stamps the WRs).
@@ -130,6 +158,11 @@ WcStatus SoftQp::applyFault(const FaultHit& hit, WrSlot& s, PostEffects* fx) noe
     case FaultAction::kPortUp:
       dev_->setPortUp(true);
       return WcStatus::kSuccess;
+    case FaultAction::kHoldPost: {
+      const uint64_t until = monotonicNs() + hit.delay_ns;
+      while (monotonicNs() < until) cpuRelax();
+      return WcStatus::kSuccess;
+    }
   }
   return WcStatus::kSuccess;
 }

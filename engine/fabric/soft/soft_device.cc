@@ -189,6 +189,13 @@ Result<std::unique_ptr<QueuePair>> SoftDevice::createQp(const QpInitAttr& attr) 
   uint32_t qp_num = 0;
   {
     std::lock_guard<std::mutex> g(state_->ctrl_mutex);
+    CqCore& core = *cq->core();
+    if (core.reserved + attr.max_send_wr > core.depth) {
+      return Status::ResourceExhausted(
+          "soft " + state_->info.name + ": CQ depth " + std::to_string(core.depth) +
+          " cannot hold another QP of max_send_wr " + std::to_string(attr.max_send_wr) + " (" +
+          std::to_string(core.reserved) + " entries already reserved); it could overflow");
+    }
     if (state_->free_qps.empty()) {
       return Status::ResourceExhausted("soft: device " + state_->info.name + " has all " +
                                        std::to_string(kMaxQps) + " QPs in use");
@@ -200,6 +207,7 @@ Result<std::unique_ptr<QueuePair>> SoftDevice::createQp(const QpInitAttr& attr) 
         static_cast<uint16_t>(state_->qp_generation[slot] % (kQpGenerations - 1) + 1);
     state_->qp_generation[slot] = gen;
     qp_num = uint32_t{gen} << kQpSlotBits | slot;
+    core.reserved += attr.max_send_wr;
   }
   return std::unique_ptr<QueuePair>(
       std::make_unique<SoftQp>(state_, cq->core(), slot, qp_num, attr));

@@ -29,8 +29,8 @@ Status validateRule(const FaultRule& r) {
   if (r.action == FaultAction::kCompletionError && r.status == WcStatus::kSuccess) {
     return Status::InvalidArgument("fault rule: a completion error needs an error status");
   }
-  if (r.action == FaultAction::kDelay && r.delay_ns == 0) {
-    return Status::InvalidArgument("fault rule: a delay needs delay_ns > 0");
+  if ((r.action == FaultAction::kDelay || r.action == FaultAction::kHoldPost) && r.delay_ns == 0) {
+    return Status::InvalidArgument("fault rule: a delay or hold needs delay_ns > 0");
   }
   return Status::OK();
 }
@@ -49,6 +49,8 @@ std::string_view toString(FaultAction a) noexcept {
       return "port_down";
     case FaultAction::kPortUp:
       return "port_up";
+    case FaultAction::kHoldPost:
+      return "hold_post";
   }
   return "unknown";
 }

@@ -24,6 +24,9 @@ enum class FaultAction : uint8_t {
   kQpError,   // the WR's QP goes to ERR: this WR and every outstanding one are flushed
   kPortDown,  // the WR's port goes down: WRs fail with kRetryExceeded until it is up
   kPortUp,    // the WR's port comes back up (the WR itself then runs normally)
+  // The posting thread stays inside postSend() for `delay_ns` of real time before the
+  // WR runs (a slow doorbell): tests use it to catch a second poster on the QP.
+  kHoldPost,
 };
 std::string_view toString(FaultAction a) noexcept;
 
@@ -37,7 +40,7 @@ struct FaultRule {
   uint64_t max_hits = 0;           // the rule retires after this many hits; 0 = never
   FaultAction action = FaultAction::kCompletionError;
   WcStatus status = WcStatus::kGeneral;  // kCompletionError
-  uint64_t delay_ns = 0;                 // kDelay
+  uint64_t delay_ns = 0;                 // kDelay, kHoldPost
 };
 
 class FaultInjector {

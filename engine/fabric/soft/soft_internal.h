@@ -6,10 +6,10 @@
 //                      pending lists. Held for O(QPs touched), never across a copy,
 //                      a syscall or an allocation. Taken by post (to publish WRs),
 //                      poll, and the control path (modify to ERR, destroy).
-//   SoftQp::post_lock_ serialises posters of one QP (ibv_post_send is thread-safe);
-//                      held across the copies of one postSend() call.
+//   SoftQp::posting_   is not a lock: a second concurrent poster of one QP breaks the
+//                      verbs contract and is refused loudly (soft_datapath.cc).
 //   DeviceState::ctrl_mutex  slot allocation for MRs and QPs (control path only).
-// Lock order: post_lock_ -> DeviceState::lock. The fault engine's lock is a leaf.
+// The fault engine's lock is a leaf.
 #pragma once
 
 #include <sys/uio.h>
@@ -248,7 +248,8 @@ struct DeviceState {
   std::vector<uint32_t> free_qps;
 
   mutable Spinlock lock;
-  PortModel port;  // under lock
+  PortModel port;                                // under lock
+  std::atomic<uint64_t> contract_violations{0};  // release builds: refused second posters
   std::atomic<bool> port_up{true};
   // Reading the clock is the dearest step of a post or a poll on a VM (kvm-clock:
   // ~65 ns). An unlimited link without latency needs no precise time: its WRs are
@@ -304,6 +305,9 @@ class SoftMr final : public MemoryRegion {
 struct CqCore {
   std::shared_ptr<DeviceState> dev;
   uint32_t depth = 0;
+  // Send-queue entries of the QPs attached (control path, device ctrl_mutex): a QP is
+  // admitted only if every attached QP's full send queue still fits (as verbs).
+  uint64_t reserved = 0;
   std::atomic<bool> overflowed{false};
   std::atomic<uint32_t> pending_count{0};  // QPs in `pending`, read without the lock
   SoftQp* pending = nullptr;               // QPs with WRs not yet delivered; under dev->lock
@@ -376,6 +380,7 @@ class SoftQp final : public QueuePair {
   bool responderUp() const noexcept;
   // A WR the responder will never answer: retry-exceeded, visible after the retry budget.
   WcStatus retryExceeded(WrSlot& s, PostEffects* fx) const noexcept;
+  int postChain(const SendWr* wr, const SendWr** bad_wr) noexcept;
   WcStatus execute(const SendWr& wr, WrSlot& s, PostEffects* fx) noexcept;
   WcStatus applyFault(const FaultHit& hit, WrSlot& s, PostEffects* fx) noexcept;
   WcStatus checkLocal(const SendWr& wr, iovec* iov, uint64_t* total) const noexcept;
@@ -408,8 +413,8 @@ class SoftQp final : public QueuePair {
 
   std::unique_ptr<WrSlot[]> slots_;
   uint64_t mask_ = 0;
-  Spinlock post_lock_;
-  uint64_t post_tail_ = 0;             // under post_lock_
+  std::atomic<bool> posting_{false};   // a poster is inside postSend (one at a time)
+  uint64_t post_tail_ = 0;             // the poster's
   std::atomic<uint64_t> tail_{0};      // published WRs; written under the device lock
   std::atomic<uint64_t> released_{0};  // slots below are free for posters
   uint64_t delivered_ = 0;             // CQEs handled below; device lock

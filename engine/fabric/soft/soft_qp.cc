@@ -32,6 +32,7 @@ SoftQp::~SoftQp() {
   }
   std::lock_guard<std::mutex> g(dev_->ctrl_mutex);
   dev_->free_qps.push_back(slot_index_);
+  cq_->reserved -= max_send_wr_;
 }
 
 Status SoftQp::transition(QpState from, QpState to) {

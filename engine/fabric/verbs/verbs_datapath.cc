@@ -1,6 +1,8 @@
 // The verbs provider's hot path: postSend() and poll(). No allocation, no lock,
 // no logging above debug. See verbs_objects.h for the wr_id encoding.
 #include <cerrno>
+#include <cstdio>
+#include <cstdlib>
 
 #include "engine/fabric/verbs/verbs_objects.h"
 #include "tent/log.h"
@@ -74,6 +76,23 @@ uint64_t VerbsQp::fillWr(const SendWr& wr, uint64_t seq, ibv_send_wr* out, ibv_s
 // posts each chunk with one ibv_post_send. One poster per QP at a time (the
 // engine's lane and lcore ownership guarantee it).
 int VerbsQp::postSend(const SendWr* wr, const SendWr** bad_wr) noexcept {
+#ifndef NDEBUG
+  // Debug and test builds catch a second concurrent poster instead of corrupting the
+  // slot bookkeeping (the soft provider does the same in every build).
+  if (posting_.exchange(true, std::memory_order_acquire)) {
+    std::fprintf(stderr, "tent verbs provider: two threads posted on QP %u at the same time\n",
+                 qpNum());
+    std::abort();
+  }
+  const int rc = postChain(wr, bad_wr);
+  posting_.store(false, std::memory_order_release);
+  return rc;
+#else
+  return postChain(wr, bad_wr);
+#endif
+}
+
+int VerbsQp::postChain(const SendWr* wr, const SendWr** bad_wr) noexcept {
   if (state_.load(std::memory_order_acquire) != QpState::kRts) {
     *bad_wr = wr;
     return EINVAL;

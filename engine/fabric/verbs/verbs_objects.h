@@ -150,6 +150,7 @@ class VerbsQp final : public QueuePair {
   Status modify(ibv_qp_attr& attr, int mask, QpState from, QpState to);
   uint64_t fillWr(const SendWr& wr, uint64_t seq, ibv_send_wr* out, ibv_sge* sges) noexcept;
   bool sendQueueFull(uint64_t seq, uint64_t& retired_view) noexcept;
+  int postChain(const SendWr* wr, const SendWr** bad_wr) noexcept;
 
   VerbsDevice& device_;
   const VerbsOps& ops_;
@@ -161,6 +162,7 @@ class VerbsQp final : public QueuePair {
   bool attached_ = false;
   std::atomic<QpState> state_{QpState::kReset};
   // posted_ is written by the (single) poster, retired_ by whoever polls.
+  std::atomic<bool> posting_{false};  // debug builds: detects a second concurrent poster
   alignas(64) std::atomic<uint64_t> posted_{0};
   alignas(64) std::atomic<uint64_t> retired_{0};
   uint64_t slot_mask_;

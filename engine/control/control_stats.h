@@ -1,0 +1,21 @@
+// Counters of the control plane, written on its loop thread, read by stats().
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+
+namespace tent::control {
+
+struct ControlCounters {
+  std::atomic<uint64_t> connections_open{0};
+  std::atomic<uint64_t> connections_refused{0};
+  std::atomic<uint64_t> auth_failures{0};
+  std::atomic<uint64_t> frames_rejected{0};
+  std::atomic<uint64_t> deadline_closures{0};
+
+  static void bump(std::atomic<uint64_t>& c, int64_t by = 1) noexcept {
+    c.fetch_add(static_cast<uint64_t>(by), std::memory_order_relaxed);
+  }
+};
+
+}  // namespace tent::control

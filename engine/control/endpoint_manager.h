@@ -1,0 +1,89 @@
+// Active endpoints on the control plane: connect, publish, retire, drain, free.
+//
+//   idle --lookup--> connect: admit (caps; evict an idle endpoint, SIEVE), create
+//   QPs, BOOTSTRAP over the segment's session --reply--> wired, ready, published in
+//   its slot. Any failure frees what was made and backs the slot off (exponential,
+//   jitter): lookups fail at once until the retry time.
+//   ready --reset/evict/peer gone--> unpublished, QPs to ERR, RELEASE sent, draining
+//   --no WR outstanding--> retired at an EBR epoch --grace passed--> deleted (QPs
+//   destroyed, CQ reservations and peer mappings returned).
+// Loop thread only; never sleeps: draining and freeing are polled by a timer.
+#pragma once
+
+#include <cstdint>
+#include <list>
+#include <random>
+#include <unordered_map>
+#include <vector>
+
+#include "engine/control/client.h"
+#include "engine/rdma/rdma_endpoint.h"
+#include "engine/rdma/segment_table.h"
+
+namespace tent::control {
+
+class ControlPlane;
+
+class EndpointManager {
+ public:
+  explicit EndpointManager(ControlPlane& plane);
+  ~EndpointManager();  // frees every endpoint (the engine is closing)
+
+  // A datapath request for `slot`: connect it, or retire its endpoint after a reset.
+  void handle(rdma::EndpointSlot* slot);
+  // The record's segment is gone or replaced: retire every endpoint of it.
+  void retireAll(rdma::SegmentRecord& record);
+  // Frees drained endpoints whose grace period passed; retries waiting connects.
+  void step();
+  bool busy() const noexcept {
+    return !draining_.empty() || !retired_.empty() || !waiting_.empty();
+  }
+
+ private:
+  struct Ticket {
+    SegmentId segment;
+    uint32_t context, peer_device;
+    rdma::RdmaEndPoint* ep;
+  };
+  void connect(rdma::EndpointSlot& slot);
+  bool admit(rdma::EndpointSlot& slot);
+  rdma::RdmaEndPoint* sieveVictim(uint32_t context, uint32_t owner);
+  void onReply(const Ticket& t, Result<ClientSession::Reply> reply);
+  void publish(rdma::EndpointSlot& slot, rdma::RdmaEndPoint* ep);
+  void retire(rdma::EndpointSlot& slot, rdma::RdmaEndPoint* ep, bool evicted);
+  void backoff(rdma::EndpointSlot& slot, const Status& why);
+  void track(rdma::RdmaEndPoint* ep, uint32_t owner);
+  void countQps(rdma::RdmaEndPoint* ep);  // after its QPs were created or dropped
+  void free(rdma::RdmaEndPoint* ep);
+  rdma::EndpointSlot* slotOf(const rdma::RdmaEndPoint& ep) noexcept;
+
+  ControlPlane& plane_;
+  uint32_t per_poller_cap_;
+  struct Tracked {
+    uint32_t owner = 0;    // its background poller: the per-poller count it is in
+    bool retired = false;  // counted in endpoints_retired (else endpoints_live)
+    uint32_t qps = 0;      // counted in the context's QP count
+  };
+  std::unordered_map<rdma::RdmaEndPoint*, Tracked> all_;  // every endpoint not yet freed
+  // Ready endpoints per (context, owner poller), in SIEVE order, with the hand.
+  struct Sieve {
+    std::list<rdma::RdmaEndPoint*> list;
+    std::list<rdma::RdmaEndPoint*>::iterator hand;
+    bool hand_valid = false;
+  };
+  std::vector<std::unordered_map<uint32_t, Sieve>> sieve_;
+  std::unordered_map<rdma::RdmaEndPoint*, std::list<rdma::RdmaEndPoint*>::iterator> in_sieve_;
+  std::vector<std::unordered_map<uint32_t, uint32_t>> per_owner_;  // existing endpoints
+  std::vector<uint32_t> per_context_;
+  struct Draining {
+    rdma::RdmaEndPoint* ep;
+    uint64_t since_ns;
+    bool warned;
+  };
+  std::vector<Draining> draining_;
+  std::vector<std::pair<rdma::RdmaEndPoint*, uint64_t>> retired_;  // (endpoint, epoch)
+  std::vector<rdma::EndpointSlot*> waiting_;  // admitted once an evicted endpoint is freed
+  std::mt19937_64 rng_;
+};
+
+}  // namespace tent::control

@@ -1,0 +1,318 @@
+#include "engine/control/peer_segments.h"
+
+#include "engine/common/ebr.h"
+#include "engine/control/control_plane.h"
+#include "engine/control/endpoint_manager.h"
+#include "engine/metadata/segment_descriptor.h"
+#include "engine/rdma/local_memory.h"
+#include "engine/rdma/rdma_context.h"
+#include "tent/log.h"
+
+namespace tent::control {
+
+uint64_t backoffDelayNs(uint32_t failures, uint32_t initial_ms, uint32_t max_ms,
+                        std::mt19937_64& rng) noexcept {
+  uint64_t d = uint64_t{initial_ms} * 1'000'000;
+  const uint64_t cap = uint64_t{max_ms} * 1'000'000;
+  for (uint32_t i = 0; i < failures && d < cap; ++i) d *= 2;
+  if (d > cap) d = cap;
+  return d / 2 + rng() % (d / 2 + 1);  // jitter: peers that failed together spread out
+}
+
+struct PeerSegments::Peer {
+  SegmentId id = 0;
+  std::string name;
+  SocketAddress address;
+  bool local = false;
+  bool ever_up = false;
+  bool closing = false;
+  uint32_t failures = 0;
+  uint64_t reconnect_timer = 0;
+  std::unique_ptr<SessionListener> listener;
+  std::unique_ptr<ClientSession> session;
+  rdma::SegmentRecord* record = nullptr;
+  std::vector<std::function<void(Result<SegmentId>)>> openers;
+};
+
+class PeerSegments::SessionListener final : public ClientSession::Listener {
+ public:
+  SessionListener(PeerSegments& owner, SegmentId id) : owner_(owner), id_(id) {}
+  void onSessionUp(ClientSession&, std::vector<uint8_t> d) override {
+    if (Peer* p = owner_.find(id_)) owner_.onUp(*p, std::move(d));
+  }
+  void onDescriptorUpdate(ClientSession&, std::vector<uint8_t> d) override {
+    if (Peer* p = owner_.find(id_)) owner_.onUpdate(*p, std::move(d));
+  }
+  void onSessionDown(ClientSession&, const Status& why) override {
+    if (Peer* p = owner_.find(id_)) owner_.onDown(*p, why);
+  }
+
+ private:
+  PeerSegments& owner_;
+  SegmentId id_;
+};
+
+PeerSegments::PeerSegments(ControlPlane& plane)
+    : plane_(plane), next_owner_(plane.deps().contexts.size(), 0), rng_(std::random_device{}()) {}
+
+PeerSegments::~PeerSegments() {
+  closeAll();
+}
+
+PeerSegments::Peer* PeerSegments::find(SegmentId id) noexcept {
+  auto it = peers_.find(id);
+  return it == peers_.end() ? nullptr : it->second.get();
+}
+
+ClientSession* PeerSegments::session(SegmentId id) noexcept {
+  Peer* p = find(id);
+  return (p && p->session && p->session->up()) ? p->session.get() : nullptr;
+}
+
+rdma::SegmentRecord* PeerSegments::makeRecord(SegmentId id, uint32_t peer_devices) {
+  const auto& deps = plane_.deps();
+  auto* rec =
+      new rdma::SegmentRecord(id, static_cast<uint32_t>(deps.contexts.size()), peer_devices);
+  const size_t n = deps.background_pollers.size();
+  for (uint32_t c = 0; c < rec->contexts; ++c)
+    for (uint32_t d = 0; d < peer_devices; ++d)
+      rec->slot(c, d)->owner = deps.background_pollers[next_owner_[c]++ % n];
+  return rec;
+}
+
+void PeerSegments::setView(rdma::SegmentRecord& rec,
+                           std::shared_ptr<const rdma::PeerSegment> peer) {
+  auto* view = new rdma::SegmentView{std::move(peer)};
+  const rdma::SegmentView* old = rec.view.exchange(view, std::memory_order_acq_rel);
+  if (old) {
+    retired_views_.emplace_back(old, ebr::retire());
+    plane_.armReclaim();
+  }
+}
+
+void PeerSegments::retireRecord(rdma::SegmentRecord* rec) {
+  rec->up.store(false, std::memory_order_release);
+  plane_.endpoints().retireAll(*rec);
+  retired_records_.emplace_back(rec, ebr::retire());
+  plane_.armReclaim();
+}
+
+void PeerSegments::reclaim() {
+  std::erase_if(retired_views_, [](auto& v) {
+    if (!ebr::quiescentSince(v.second)) return false;
+    delete v.first;
+    return true;
+  });
+  std::erase_if(retired_records_, [](auto& r) {
+    if (!ebr::quiescentSince(r.second)) return false;
+    if (const rdma::SegmentView* v = r.first->view.load()) delete v;
+    delete r.first;
+    return true;
+  });
+}
+
+void PeerSegments::reclaimAll() {
+  for (auto& v : retired_views_) delete v.first;
+  retired_views_.clear();
+  for (auto& r : retired_records_) {
+    if (const rdma::SegmentView* v = r.first->view.load()) delete v;
+    delete r.first;
+  }
+  retired_records_.clear();
+}
+
+void PeerSegments::startLocal(const std::string& own_name, const SocketAddress& own_address,
+                              std::function<void(Result<SegmentId>)> up) {
+  auto p = std::make_unique<Peer>();
+  p->id = LOCAL_SEGMENT_ID;
+  p->name = own_name;
+  p->address = own_address;
+  p->local = true;
+  p->record = makeRecord(LOCAL_SEGMENT_ID, static_cast<uint32_t>(plane_.deps().contexts.size()));
+  p->openers.push_back(std::move(up));
+  Peer& ref = *p;
+  peers_[LOCAL_SEGMENT_ID] = std::move(p);
+  installLocal();
+  plane_.deps().segments.publish(ref.record);
+  connect(ref);
+}
+
+void PeerSegments::installLocal() {
+  Peer* p = find(LOCAL_SEGMENT_ID);
+  if (p == nullptr) return;
+  std::vector<std::string> names;
+  for (auto* ctx : plane_.deps().contexts) names.push_back(ctx->name());
+  setView(*p->record,
+          rdma::makePeerSegment(LOCAL_SEGMENT_ID, true, plane_.deps().local.descriptor(), names,
+                                rdma::steadyNowNs()));
+}
+
+void PeerSegments::localChanged() {
+  installLocal();
+}
+
+void PeerSegments::open(const std::string& name, const SocketAddress& address,
+                        std::function<void(Result<SegmentId>)> done) {
+  if (auto known = by_name_.find(name); known != by_name_.end()) {
+    Peer* p = find(known->second);
+    if (p->record && p->record->up.load(std::memory_order_acquire)) return done(p->id);
+    // Opened before but its session is down: the caller wants it now, so the next
+    // attempt starts at once instead of after the backoff delay.
+    p->openers.push_back(std::move(done));
+    if (p->reconnect_timer) {
+      plane_.loop().cancelTimer(p->reconnect_timer);
+      connect(*p);
+    }
+    return;
+  }
+  auto id = plane_.deps().segments.allocateId();
+  if (!id.ok()) return done(id.status());
+  auto p = std::make_unique<Peer>();
+  p->id = *id;
+  p->name = name;
+  p->address = address;
+  p->openers.push_back(std::move(done));
+  Peer& ref = *p;
+  peers_[*id] = std::move(p);
+  by_name_[name] = *id;
+  connect(ref);
+}
+
+void PeerSegments::connect(Peer& p) {
+  p.reconnect_timer = 0;
+  const auto& b = plane_.config().bootstrap;
+  ClientOptions options;
+  options.connect_timeout_ns = uint64_t{b.connect_timeout_ms} * 1'000'000;
+  options.io_timeout_ns = uint64_t{b.io_timeout_ms} * 1'000'000;
+  options.keepalive_ns = uint64_t{b.keepalive_ms} * 1'000'000;
+  if (!p.listener) p.listener = std::make_unique<SessionListener>(*this, p.id);
+  p.session = std::make_unique<ClientSession>(plane_.loop(), p.name, p.address, plane_.secret(),
+                                              options, plane_.counters(), *p.listener);
+  p.session->start();
+}
+
+Status PeerSegments::install(Peer& p, std::vector<uint8_t> bytes, bool new_record) {
+  auto d = metadata::parseDescriptor(bytes);
+  if (!d.ok()) return d.status().withContext("descriptor of " + p.name);
+  d->name = p.name;  // the name we reach it by
+  std::vector<std::string> names;
+  for (auto* ctx : plane_.deps().contexts) names.push_back(ctx->name());
+  const auto devices = static_cast<uint32_t>(d->devices.size());
+  auto peer = rdma::makePeerSegment(p.id, false, std::move(d).value(), names, rdma::steadyNowNs());
+  if (new_record || p.record == nullptr || p.record->peer_devices != devices) {
+    rdma::SegmentRecord* rec = makeRecord(p.id, devices);
+    setView(*rec, std::move(peer));
+    rec->up.store(true, std::memory_order_release);
+    rdma::SegmentRecord* old = plane_.deps().segments.publish(rec);
+    p.record = rec;
+    if (old) retireRecord(old);
+  } else {
+    setView(*p.record, std::move(peer));
+  }
+  return Status::OK();
+}
+
+void PeerSegments::onUp(Peer& p, std::vector<uint8_t> descriptor) {
+  if (p.local) {  // the record is ours and current: the session carries bootstraps only
+    p.record->up.store(true, std::memory_order_release);
+  } else {
+    Status s = install(p, std::move(descriptor), /*new_record=*/true);
+    if (!s.ok()) return p.session->close(s);
+  }
+  p.ever_up = true;
+  p.failures = 0;
+  auto openers = std::move(p.openers);
+  p.openers.clear();
+  for (auto& done : openers) done(p.id);
+}
+
+void PeerSegments::onUpdate(Peer& p, std::vector<uint8_t> descriptor) {
+  if (p.local) return;
+  Status s = install(p, std::move(descriptor), /*new_record=*/false);
+  if (!s.ok()) TENT_WARN(kEngine, "segment %s: %s", p.name.c_str(), s.toString().c_str());
+}
+
+void PeerSegments::onDown(Peer& p, const Status& why) {
+  // The session object is in its own callback: destroy it (and its listener) later.
+  plane_.loop().post([s = std::shared_ptr<ClientSession>(std::move(p.session))] {});
+  if (p.closing) return;
+  if (!p.ever_up && !p.local) {  // openSegment fails: nothing of this segment remains
+    auto openers = std::move(p.openers);
+    const std::string name = p.name;
+    drop(p);
+    for (auto& done : openers) done(why.withContext("open segment " + name));
+    return;
+  }
+  auto openers = std::move(p.openers);  // callers waiting for this attempt
+  p.openers.clear();
+  for (auto& done : openers) done(why.withContext("connect to segment " + p.name));
+  const auto& e = plane_.config().endpoints;
+  const uint64_t delay =
+      backoffDelayNs(p.failures++, e.reconnect_initial_ms, e.reconnect_max_ms, rng_);
+  if (p.record) {
+    p.record->retry_at_ns.store(rdma::steadyNowNs() + delay, std::memory_order_release);
+    p.record->up.store(false, std::memory_order_release);
+    plane_.endpoints().retireAll(*p.record);
+  }
+  TENT_INFO(kEngine, "segment %s: control session lost (%s); reconnecting in %lu ms",
+            p.name.c_str(), why.toString().c_str(), static_cast<unsigned long>(delay / 1'000'000));
+  const SegmentId id = p.id;
+  p.reconnect_timer = plane_.loop().addTimer(monotonicNowNs() + delay, [this, id] {
+    if (Peer* q = find(id)) connect(*q);
+  });
+}
+
+void PeerSegments::refresh(SegmentId id, std::function<void(Status)> done) {
+  Peer* p = find(id);
+  if (p == nullptr) return done(Status::NotFound("segment " + std::to_string(id) + " is not open"));
+  if (p->local) {
+    installLocal();
+    return done(Status::OK());
+  }
+  ClientSession* s = session(id);
+  if (s == nullptr) return done(Status::Unavailable("segment " + p->name + " is unreachable"));
+  s->request(metadata::FrameType::kGetDescriptor,
+             metadata::encodeDescriptorRequest(metadata::kDescriptorVersion),
+             [this, id, done = std::move(done)](Result<ClientSession::Reply> r) {
+               Peer* q = find(id);
+               if (!r.ok()) return done(r.status());
+               if (q == nullptr) return done(Status::NotFound("segment closed"));
+               done(install(*q, std::move(r->payload), false));
+             });
+}
+
+void PeerSegments::drop(Peer& p) {
+  if (p.reconnect_timer) plane_.loop().cancelTimer(p.reconnect_timer);
+  if (p.record) {
+    plane_.deps().segments.unpublish(p.id);
+    retireRecord(p.record);
+  }
+  if (p.session) {
+    p.closing = true;
+    p.session->close(Status::Canceled("segment closed"));
+  }
+  plane_.loop().post([s = std::shared_ptr<ClientSession>(std::move(p.session)),
+                      l = std::shared_ptr<SessionListener>(std::move(p.listener))] {});
+  if (p.id != LOCAL_SEGMENT_ID) plane_.deps().segments.releaseId(p.id);
+  by_name_.erase(p.name);
+  peers_.erase(p.id);  // `p` is gone from here on
+}
+
+Status PeerSegments::close(SegmentId id) {
+  if (id == LOCAL_SEGMENT_ID) return Status::OK();
+  Peer* p = find(id);
+  if (p == nullptr) return Status::NotFound("segment " + std::to_string(id) + " is not open");
+  p->closing = true;
+  drop(*p);
+  return Status::OK();
+}
+
+void PeerSegments::closeAll() {
+  while (!peers_.empty()) {
+    Peer& p = *peers_.begin()->second;
+    p.closing = true;
+    drop(p);
+  }
+}
+
+}  // namespace tent::control

@@ -1,0 +1,80 @@
+// Open peer segments on the control plane: per segment one client session and the
+// published record (descriptor view + endpoint slots). A session that goes down marks
+// the record down (requests fail at once), retires its endpoints and reconnects with
+// exponential backoff and jitter; when it is up again a fresh record replaces the
+// old one. The local segment is a record fed by our own LocalMemory, with a loopback
+// session to our own listener for its bootstraps. Loop thread only.
+#pragma once
+
+#include <cstdint>
+#include <future>
+#include <map>
+#include <memory>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "engine/control/client.h"
+#include "engine/rdma/segment_table.h"
+#include "tent/transfer_engine.h"
+
+namespace tent::control {
+
+class ControlPlane;
+
+// Exponential backoff with jitter: the n-th consecutive failure waits a random time in
+// [d/2, d], d = min(initial x 2^n, max).
+uint64_t backoffDelayNs(uint32_t failures, uint32_t initial_ms, uint32_t max_ms,
+                        std::mt19937_64& rng) noexcept;
+
+class PeerSegments {
+ public:
+  explicit PeerSegments(ControlPlane& plane);
+  ~PeerSegments();
+
+  // Creates the local segment's record and its loopback session; `up` runs once the
+  // session is up (or with the error of its first attempt).
+  void startLocal(const std::string& own_name, const SocketAddress& own_address,
+                  std::function<void(Result<SegmentId>)> up);
+  // `done` runs once: with the id when the session is up, or with the error.
+  void open(const std::string& name, const SocketAddress& address,
+            std::function<void(Result<SegmentId>)> done);
+  Status close(SegmentId id);
+  void refresh(SegmentId id, std::function<void(Status)> done);
+  void localChanged();
+  void closeAll();
+
+  // The session carrying bootstraps to `id`, or nullptr while it is down.
+  ClientSession* session(SegmentId id) noexcept;
+  // Frees records retired long enough ago (called by the endpoint manager's reclaim).
+  void reclaim();
+  // Shutdown: frees every retired record and view now (no reader is left).
+  void reclaimAll();
+  size_t openCount() const noexcept { return peers_.size(); }
+  bool busy() const noexcept { return !retired_records_.empty() || !retired_views_.empty(); }
+
+ private:
+  struct Peer;
+  class SessionListener;
+  Peer* find(SegmentId id) noexcept;
+  void connect(Peer& p);
+  void onUp(Peer& p, std::vector<uint8_t> descriptor);
+  void onUpdate(Peer& p, std::vector<uint8_t> descriptor);
+  void onDown(Peer& p, const Status& why);
+  Status install(Peer& p, std::vector<uint8_t> bytes, bool new_record);
+  rdma::SegmentRecord* makeRecord(SegmentId id, uint32_t peer_devices);
+  void setView(rdma::SegmentRecord& rec, std::shared_ptr<const rdma::PeerSegment> peer);
+  void retireRecord(rdma::SegmentRecord* rec);
+  void drop(Peer& p);
+  void installLocal();
+
+  ControlPlane& plane_;
+  std::map<SegmentId, std::unique_ptr<Peer>> peers_;
+  std::map<std::string, SegmentId> by_name_;
+  std::vector<std::pair<rdma::SegmentRecord*, uint64_t>> retired_records_;  // (record, epoch)
+  std::vector<std::pair<const rdma::SegmentView*, uint64_t>> retired_views_;
+  std::vector<uint32_t> next_owner_;  // per context: round-robin over background pollers
+  std::mt19937_64 rng_;
+};
+
+}  // namespace tent::control

@@ -1,0 +1,84 @@
+// DatapathContext: what pollers and the direct path may use - the config, the rail
+// map, the contexts, the segment table and its endpoint lookups, the slice pool,
+// routing, and the control requests - and nothing of the control plane. Every
+// method here is datapath: noexcept, no allocation, no lock, no blocking call.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <vector>
+
+#include "config/config.h"
+#include "engine/rdma/control_requests.h"
+#include "engine/rdma/rdma_task.h"
+#include "engine/rdma/segment_table.h"
+#include "topology/rail_map.h"
+
+namespace tent::rdma {
+
+class RdmaContext;
+class RdmaEndPoint;
+class SlicePoller;
+class DirectPath;
+
+class DatapathContext {
+ public:
+  DatapathContext(const config::Config& config, const topology::RailMap& rails,
+                  std::vector<RdmaContext*> contexts, SegmentTable& segments, SlicePool& slices,
+                  ControlRequests& requests)
+      : config_(config),
+        rails_(rails),
+        contexts_(std::move(contexts)),
+        segments_(segments),
+        slices_(slices),
+        requests_(requests) {}
+
+  // Set once at start-up (control path).
+  void setPollers(std::vector<SlicePoller*> by_index, std::vector<SlicePoller*> rail_of_context) {
+    by_index_ = std::move(by_index);
+    rail_of_context_ = std::move(rail_of_context);
+  }
+  void setDirect(DirectPath* direct) { direct_ = direct; }
+
+  const config::Config& config() const noexcept { return config_; }
+  const topology::RailMap& rails() const noexcept { return rails_; }
+  size_t contextCount() const noexcept { return contexts_.size(); }
+  RdmaContext& context(size_t i) const noexcept { return *contexts_[i]; }
+  SegmentTable& segments() const noexcept { return segments_; }
+  SlicePool& slicePool() const noexcept { return slices_; }
+  DirectPath& direct() const noexcept { return *direct_; }
+  SlicePoller* railPoller(uint32_t context) const noexcept { return rail_of_context_[context]; }
+
+  // ---- endpoints ----
+  // kReady with *out set; kConnecting after asking for a connect; kFailed when the
+  // peer is unreachable or backing off; kUnknown without such a segment/device.
+  EndpointLookup lookup(uint32_t context, SegmentId segment, uint32_t peer_device, uint64_t now,
+                        RdmaEndPoint** out) const noexcept;
+  // Retires `ep` (completion error, post failure, timeout): the first caller queues it.
+  void requestReset(RdmaEndPoint* ep) const noexcept;
+
+  // ---- slices ----
+  // Picks the device pair for a slice (first try and retries); false when none.
+  bool routeSlice(RdmaSlice& slice, uint64_t now) const noexcept;
+  uint64_t pausedMask(uint64_t now) const noexcept;
+  // The poller that carries the slice: its context's rail poller when latency-sensitive,
+  // else the background poller owning its endpoint slot.
+  SlicePoller* pollerFor(const RdmaTask& task, const RdmaSlice& slice) const noexcept;
+  // Hands the slice to its poller; false when that poller's ring is full.
+  bool enqueue(RdmaTask& task, RdmaSlice* slice) const noexcept;
+  // Finishes the slice's status (if not reported yet) and frees it.
+  void finishSlice(RdmaSlice* slice, SliceResult result) const noexcept;
+
+ private:
+  const config::Config& config_;
+  const topology::RailMap& rails_;
+  std::vector<RdmaContext*> contexts_;
+  SegmentTable& segments_;
+  SlicePool& slices_;
+  ControlRequests& requests_;
+  std::vector<SlicePoller*> by_index_;
+  std::vector<SlicePoller*> rail_of_context_;
+  DirectPath* direct_ = nullptr;
+};
+
+}  // namespace tent::rdma

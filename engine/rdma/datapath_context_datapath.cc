@@ -1,0 +1,91 @@
+// Endpoint lookups, routing and slice hand-off for pollers and callers. Runs inside
+// an ebr::ReadSection (the caller's), never allocates or blocks.
+#include "engine/rdma/datapath_context.h"
+#include "engine/rdma/rdma_context.h"
+#include "engine/rdma/rdma_endpoint.h"
+#include "engine/rdma/slice_poller.h"
+#include "engine/rdma/slicing.h"
+
+namespace tent::rdma {
+
+EndpointLookup DatapathContext::lookup(uint32_t context, SegmentId segment, uint32_t peer_device,
+                                       uint64_t now, RdmaEndPoint** out) const noexcept {
+  SegmentRecord* rec = segments_.find(segment);
+  if (rec == nullptr) return EndpointLookup::kUnknown;
+  if (!rec->up.load(std::memory_order_acquire)) return EndpointLookup::kFailed;
+  EndpointSlot* slot = rec->slot(context, peer_device);
+  if (slot == nullptr) return EndpointLookup::kUnknown;
+  if (RdmaEndPoint* ep = slot->ready.load(std::memory_order_acquire)) {
+    if (!ep->ready()) return EndpointLookup::kConnecting;  // being retired: a new one follows
+    ep->touch();
+    *out = ep;
+    return EndpointLookup::kReady;
+  }
+  switch (slot->slotState()) {
+    case SlotState::kConnecting:
+      return EndpointLookup::kConnecting;
+    case SlotState::kBackoff:
+      if (now < slot->retry_at_ns.load(std::memory_order_acquire)) return EndpointLookup::kFailed;
+      [[fallthrough]];
+    case SlotState::kIdle:
+      requests_.queue(slot);
+      return EndpointLookup::kConnecting;
+  }
+  return EndpointLookup::kFailed;
+}
+
+void DatapathContext::requestReset(RdmaEndPoint* ep) const noexcept {
+  if (!ep->beginReset()) return;
+  SegmentRecord* rec = segments_.find(ep->segment());
+  EndpointSlot* slot = rec ? rec->slot(ep->context().index(), ep->peerDevice()) : nullptr;
+  // A slot that no longer holds `ep` means the control plane is retiring it already.
+  if (slot != nullptr && slot->ready.load(std::memory_order_acquire) == ep) requests_.queue(slot);
+}
+
+uint64_t DatapathContext::pausedMask(uint64_t now) const noexcept {
+  uint64_t mask = 0;
+  for (size_t i = 0; i < contexts_.size(); ++i)
+    if (contexts_[i]->paused(now)) mask |= 1ull << i;
+  return mask;
+}
+
+bool DatapathContext::routeSlice(RdmaSlice& s, uint64_t now) const noexcept {
+  const RdmaTask& task = *s.task;
+  uint32_t candidates[kMaxDevices];
+  size_t n = localCandidates(rails_, task.location, task.device_mask, pausedMask(now), candidates,
+                             kMaxDevices);
+  if (n == 0) return false;
+  uint32_t local = candidates[(s.rr_hint + s.retries) % n];
+  const auto& tb = task.peer->descriptor.buffers[task.target_buffer];
+  const auto& region = regionAt(tb, s.target_addr);
+  int peer = choosePeerDevice(task.peer->same_name, local, region.rank0,
+                              static_cast<uint32_t>(task.peer->descriptor.devices.size()),
+                              s.rr_hint + s.retries);
+  if (peer < 0) return false;
+  s.local_device = static_cast<uint16_t>(local);
+  s.peer_device = static_cast<uint16_t>(peer);
+  return true;
+}
+
+SlicePoller* DatapathContext::pollerFor(const RdmaTask& task, const RdmaSlice& s) const noexcept {
+  // Latency-sensitive fallbacks go to their context's rail poller, never behind bulk.
+  if (task.latency_sensitive) return rail_of_context_[s.local_device];
+  SegmentRecord* rec = segments_.find(s.segment);
+  EndpointSlot* slot = rec ? rec->slot(s.local_device, s.peer_device) : nullptr;
+  return slot ? by_index_[slot->owner] : nullptr;
+}
+
+bool DatapathContext::enqueue(RdmaTask& task, RdmaSlice* s) const noexcept {
+  SlicePoller* p = pollerFor(task, *s);
+  if (p == nullptr) return false;
+  if (task.latency_sensitive) p->countForeground();
+  return p->enqueue(&s, 1) == 1;
+}
+
+void DatapathContext::finishSlice(RdmaSlice* s, SliceResult result) const noexcept {
+  if (!s->reported)
+    updateSliceStatus(*s->task, result == SliceResult::kSuccess ? s->length : 0, result);
+  slices_.release(s);
+}
+
+}  // namespace tent::rdma
