@@ -61,8 +61,20 @@ Result<std::shared_ptr<const Config>> parseText(std::string_view yaml, const std
   }
 }
 
+// What a path names when it is not a regular file, for the message.
+std::string_view fileKind(mode_t mode) {
+  if (S_ISDIR(mode)) return "a directory";
+  if (S_ISFIFO(mode)) return "a FIFO";
+  if (S_ISCHR(mode)) return "a character device";
+  if (S_ISBLK(mode)) return "a block device";
+  if (S_ISSOCK(mode)) return "a socket";
+  return "not a regular file";
+}
+
 Result<std::string> readWholeFile(const std::string& path) {
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  // O_NONBLOCK: opening a FIFO would otherwise wait for a writer (and a device's open
+  // may wait too) before fstat() could refuse it. Reads of a regular file ignore it.
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
   if (fd < 0) {
     const int err = errno;
     std::string msg = "cannot open config file '" + path + "': " + std::strerror(err);
@@ -71,8 +83,11 @@ Result<std::string> readWholeFile(const std::string& path) {
   struct stat st {};
   std::string text;
   Status status;
-  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-    status = Status::IoError("config file '" + path + "' is not a regular file");
+  if (::fstat(fd, &st) != 0) {
+    status = Status::IoError("cannot stat config file '" + path + "': " + std::strerror(errno));
+  } else if (!S_ISREG(st.st_mode)) {
+    status = Status::IoError("config file '" + path + "' is " + std::string(fileKind(st.st_mode)) +
+                             "; a config file must be a regular file");
   } else if (st.st_size > kMaxFileBytes) {
     status = Status::IoError("config file '" + path + "' is larger than 16 MiB");
   } else {

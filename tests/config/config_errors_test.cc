@@ -1,6 +1,8 @@
 // Bad input: every kind of error and the exact pieces of its message —
 // "<file>:<line>: <key path>: <what is allowed / what is wrong>".
 #include <gtest/gtest.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <string>
 #include <vector>
@@ -397,6 +399,27 @@ TEST(ConfigErrors, OtherStringRules) {
                {"expected an absolute path, got 'shm'"}});
 }
 
+// A path that names a FIFO made loadFile() block in open() until a writer came.
+// Anything but a regular file is refused before a byte is read.
+TEST(ConfigErrors, LoadFileRefusesWhatIsNotARegularFile) {
+  const std::string dir = ::testing::TempDir() + "tent-config-fifo-" + std::to_string(getpid());
+  ASSERT_EQ(mkdir(dir.c_str(), 0700), 0);
+  const std::string fifo = dir + "/tent.yaml";
+  ASSERT_EQ(mkfifo(fifo.c_str(), 0600), 0);
+  auto r = loadFile(fifo);
+  unlink(fifo.c_str());
+  rmdir(dir.c_str());
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), StatusCode::kIoError);
+  EXPECT_EQ(r.status().message(),
+            "config file '" + fifo + "' is a FIFO; a config file must be a regular file");
+  auto device = loadFile("/dev/null");
+  ASSERT_FALSE(device.ok());
+  EXPECT_NE(device.status().message().find("'/dev/null' is a character device; a config file must"),
+            std::string::npos)
+      << device.status().message();
+}
+
 TEST(ConfigErrors, LoadFileNamesTheFile) {
   auto missing = loadFile("/nonexistent/dir/tent.yaml");
   ASSERT_FALSE(missing.ok());
@@ -405,7 +428,9 @@ TEST(ConfigErrors, LoadFileNamesTheFile) {
   auto dir = loadFile("/tmp");
   ASSERT_FALSE(dir.ok());
   EXPECT_EQ(dir.status().code(), StatusCode::kIoError);
-  EXPECT_NE(dir.status().message().find("not a regular file"), std::string::npos);
+  EXPECT_NE(dir.status().message().find("is a directory; a config file must be a regular file"),
+            std::string::npos)
+      << dir.status().message();
 }
 
 // One error per run: the first in the reference's key order (ring_size is read
