@@ -399,6 +399,48 @@ TEST(ConfigErrors, OtherStringRules) {
                {"expected an absolute path, got 'shm'"}});
 }
 
+// Options DPDK's rte_eal_init() handles by printing and exiting the process (or only
+// printing) are refused at validation, not discovered as an exit(0) inside engine creation.
+TEST(ConfigErrors, EalArgumentsThatPrintOrExitAreRefused) {
+  const std::vector<std::string> pieces = {"DPDK", "allowed: options that configure EAL",
+                                           "not -h/--help, -v/--version or --log-level=help"};
+  for (const char* arg : {"--help", "-h", "--hel", "--version", "-v", "-vh", "-vvh"}) {
+    std::vector<std::string> with_arg = pieces;
+    with_arg.push_back(std::string("'") + arg + "'");
+    expectError({arg,
+                 (std::string("eal:\n  extra_args: [--vdev=net_null0, '") + arg + "']\n").c_str(),
+                 2, "eal.extra_args[1]", with_arg});
+  }
+  expectError({"log-level help",
+               "eal:\n  extra_args: [--log-level=help]\n",
+               2,
+               "eal.extra_args[0]",
+               {"'--log-level=help'", "prints DPDK's log types and exits"}});
+  expectError({"log-level help, abbreviated",
+               "eal:\n  extra_args:\n    - --lo=help\n",
+               3,
+               "eal.extra_args[0]",
+               {"exits"}});
+  expectError({"log-level help as the next argument",
+               "eal:\n  extra_args:\n    - --log-level\n    - help\n",
+               4,
+               "eal.extra_args[1]",
+               {"'--log-level help'", "exits"}});
+  expectError({"help exits",
+               "eal:\n  extra_args: [--help]\n",
+               2,
+               "eal.extra_args[0]",
+               {"'--help' makes DPDK print its usage and exit the process"}});
+}
+
+TEST(ConfigErrors, EalArgumentsThatConfigureAreAccepted) {
+  // -d, -a and -n take a value, so the "h" of "-dh", "-ahost" or "-nvh" is in that value.
+  const Status s = parseError(
+      "eal:\n  extra_args: [--vdev=net_null0, -d, librte_x.so, -dh, -ahost, -nvh, --log-level, "
+      "'lib.eal:debug', --log-level=8, --huge-dir=/mnt/h, help, --, --help-me-not]\n");
+  EXPECT_TRUE(s.ok()) << s.message();
+}
+
 // A path that names a FIFO made loadFile() block in open() until a writer came.
 // Anything but a regular file is refused before a byte is read.
 TEST(ConfigErrors, LoadFileRefusesWhatIsNotARegularFile) {
