@@ -441,6 +441,36 @@ TEST(ConfigErrors, EalArgumentsThatConfigureAreAccepted) {
   EXPECT_TRUE(s.ok()) << s.message();
 }
 
+// Found by fuzzing: a string that is not UTF-8 was accepted, and toYaml() wrote it
+// back changed (the emitter replaces such bytes), so validate() saw another config.
+// A NUL or other control byte would silently cut a path or an EAL argument short.
+TEST(ConfigErrors, StringsArePrintableUtf8) {
+  const std::vector<std::string> pieces = {"expected printable UTF-8 text"};
+  expectError({"byte that is not UTF-8",
+               "eal:\n  extra_args: [\"--vdev=a\xe5\x30\"]\n",
+               2,
+               "eal.extra_args[0]",
+               {"expected printable UTF-8 text", "byte 0xe5 at offset 8"}});
+  expectError({"NUL escape in a path",
+               "topology:\n  xml_file: \"/etc/t.xml\\0.bak\"\n",
+               2,
+               "topology.xml_file",
+               {"expected printable UTF-8 text", "control character 0x00"}});
+  expectError({"tab in a device name",
+               "fabric:\n  verbs:\n    devices: [\"mlx\\t0\"]\n",
+               3,
+               "fabric.verbs.devices[0]",
+               {"control character 0x09 at offset 3"}});
+  expectError({"overlong encoding",
+               "bootstrap:\n  advertise_host: \"\xc0\xae\"\n",
+               2,
+               "bootstrap.advertise_host",
+               {"not UTF-8"}});
+  const Status ok =
+      parseError("fabric:\n  soft:\n    shm_dir: \"/dev/shm/\u00e9t\u00e9 \U0001F600\"\n");
+  EXPECT_TRUE(ok.ok()) << ok.message();
+}
+
 // A path that names a FIFO made loadFile() block in open() until a writer came.
 // Anything but a regular file is refused before a byte is read.
 TEST(ConfigErrors, LoadFileRefusesWhatIsNotARegularFile) {
