@@ -15,6 +15,7 @@
 
 #include "config/parse.h"
 #include "config/yaml_reader.h"
+#include "config/yaml_stream.h"
 #include "tent/log.h"
 
 namespace tent::config {
@@ -46,13 +47,13 @@ Result<std::shared_ptr<const Config>> parseDocument(const YAML::Node& root,
 // Every yaml-cpp exception stops here: nothing throws across the config API.
 Result<std::shared_ptr<const Config>> parseText(std::string_view yaml, const std::string& source) {
   try {
-    const std::vector<YAML::Node> docs = YAML::LoadAll(std::string(yaml));
-    if (docs.size() > 1) {
-      return Status::InvalidArgument(withLine(source, detail::lineOfNode(docs[1])) +
+    const detail::YamlStream stream = detail::readYamlStream(std::string(yaml));
+    if (stream.documents > 1) {
+      return Status::InvalidArgument(withLine(source, stream.second_line) +
                                      ": expected one YAML document, found " +
-                                     std::to_string(docs.size()));
+                                     std::to_string(stream.documents));
     }
-    return parseDocument(docs.empty() ? YAML::Node() : docs[0], source);
+    return parseDocument(stream.first, source);
   } catch (const YAML::Exception& e) {
     const int line = e.mark.line >= 0 ? e.mark.line + 1 : 0;
     return Status::InvalidArgument(withLine(source, line) + ": malformed YAML: " + e.msg);

@@ -50,6 +50,19 @@ TEST(ConfigErrors, MalformedYamlGivesYamlCppsLine) {
   expectError({"tab indentation", "workers:\n\tburst: 4\n", 2, "", {"malformed YAML"}});
 }
 
+// Found by fuzzing: yaml-cpp 0.7's LoadAll loops for ever, allocating a null document
+// per turn, on a document no node can start with (a lone ','; jbeder/yaml-cpp#1040).
+TEST(ConfigErrors, AStrayCommaIsMalformedYamlNotAnEndlessLoop) {
+  expectError({"a lone comma", ",", 1, "", {"malformed YAML", "unexpected ','"}});
+  expectError({"after a comment", "# tent\n  , workers: {}\n", 2, "", {"unexpected ','"}});
+  expectError({"in the second document", "workers: {}\n---\n,\n", 3, "", {"unexpected ','"}});
+  expectError({"three documents",
+               "a: 1\n---\nb: 2\n---\nc: 3\n",
+               3,
+               "",
+               {"expected one YAML document, found 3"}});
+}
+
 TEST(ConfigErrors, DocumentShape) {
   expectError({"list at the top",
                "- a\n- b\n",
