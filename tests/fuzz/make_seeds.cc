@@ -53,6 +53,9 @@ void bootstrapSeeds(const fs::path& dir) {
   names.initiator_segment = std::string(metadata::kMaxNameBytes, 'h');
   names.local_device.clear();
   write(dir / "v2-longest-name", metadata::encodeBootstrap(names));
+  std::vector<uint8_t> truncated = metadata::encodeBootstrap(bootstrap(2));
+  truncated.pop_back();  // the body length no longer matches
+  write(dir / "edge-truncated", truncated);
 }
 
 metadata::SegmentDescriptor descriptor() {
@@ -73,6 +76,10 @@ void descriptorSeeds(const fs::path& dir) {
   metadata::SegmentDescriptor empty;
   empty.name = "h:1";
   write(dir / "empty", metadata::encodeDescriptor(empty));
+  metadata::SegmentDescriptor overlap = descriptor();
+  overlap.buffers[1].addr = overlap.buffers[0].addr + 1;  // rejected: buffers overlap
+  overlap.buffers[1].regions[0].addr = overlap.buffers[1].addr;
+  write(dir / "edge-overlapping-buffers", metadata::encodeDescriptor(overlap));
 }
 
 void configSeeds(const fs::path& dir) {
@@ -85,6 +92,11 @@ void configSeeds(const fs::path& dir) {
         "workers: &w {burst: 16}\ndirect: {mode: force, max_bytes: 0}\n"
         "log: {level: info, components: {engine: debug}}\nbootstrap:\n  listen: '[::1]:0'\n");
   write(dir / "quoted.yaml", "topology:\n  xml_file: \"/tmp/t\\x41.xml\"\n# comment\n");
+  // What fuzzing found, kept as seeds so every run checks them again.
+  write(dir / "found-stray-comma.yaml", ",");
+  write(dir / "found-not-utf8.yaml", "eal: {extra_args: [\"--vdev=net_null\xe5\x30\"]}\n");
+  write(dir / "edge-eal-help.yaml", "eal:\n  extra_args: [--log-level, help, -vh]\n");
+  write(dir / "edge-deep.yaml", "eal: " + std::string(300, '[') + std::string(300, ']') + "\n");
 }
 
 void workloadSeeds(const fs::path& dir) {
@@ -95,6 +107,9 @@ void workloadSeeds(const fs::path& dir) {
   write(dir / "intent-number.json",
         R"([{"name":"a","threads":1,"block_size":8,"intent_type":3,"weight":0.5}])");
   write(dir / "nested.json", R"([{"name":"n","threads":1,"block_size":8,"x":[[{"y":[]}]]}])");
+  write(dir / "found-huge-number.json",
+        R"([{"name":"n","threads":1,"block_size":8,"weight":1e400}])");
+  write(dir / "edge-deep.json", std::string(2000, '[') + std::string(2000, ']'));
 }
 
 // Words the mutator splices in: the schema's key names and its enum values.
