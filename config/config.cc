@@ -16,6 +16,7 @@
 
 #include "config/parse.h"
 #include "config/yaml_reader.h"
+#include "config/yaml_stream.h"
 #include "tent/log.h"
 
 namespace tent::config {
@@ -47,13 +48,13 @@ Result<std::shared_ptr<const Config>> parseDocument(const YAML::Node& root,
 // Every yaml-cpp exception stops here: nothing throws across the config API.
 Result<std::shared_ptr<const Config>> parseText(std::string_view yaml, const std::string& source) {
   try {
-    const std::vector<YAML::Node> docs = YAML::LoadAll(std::string(yaml));
-    if (docs.size() > 1) {
-      return Status::InvalidArgument(withLine(source, detail::lineOfNode(docs[1])) +
+    const detail::YamlStream stream = detail::readYamlStream(std::string(yaml));
+    if (stream.documents > 1) {
+      return Status::InvalidArgument(withLine(source, stream.second_line) +
                                      ": expected one YAML document, found " +
-                                     std::to_string(docs.size()));
+                                     std::to_string(stream.documents));
     }
-    return parseDocument(docs.empty() ? YAML::Node() : docs[0], source);
+    return parseDocument(stream.first, source);
   } catch (const YAML::Exception& e) {
     const int line = e.mark.line >= 0 ? e.mark.line + 1 : 0;
     return Status::InvalidArgument(withLine(source, line) + ": malformed YAML: " + e.msg);
@@ -62,8 +63,20 @@ Result<std::shared_ptr<const Config>> parseText(std::string_view yaml, const std
   }
 }
 
+// What a path names when it is not a regular file, for the message.
+std::string_view fileKind(mode_t mode) {
+  if (S_ISDIR(mode)) return "a directory";
+  if (S_ISFIFO(mode)) return "a FIFO";
+  if (S_ISCHR(mode)) return "a character device";
+  if (S_ISBLK(mode)) return "a block device";
+  if (S_ISSOCK(mode)) return "a socket";
+  return "not a regular file";
+}
+
 Result<std::string> readWholeFile(const std::string& path) {
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  // O_NONBLOCK: opening a FIFO would otherwise wait for a writer (and a device's open
+  // may wait too) before fstat() could refuse it. Reads of a regular file ignore it.
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
   if (fd < 0) {
     const int err = errno;
     std::string msg = "cannot open config file '" + path + "': " + std::strerror(err);
@@ -72,8 +85,11 @@ Result<std::string> readWholeFile(const std::string& path) {
   struct stat st {};
   std::string text;
   Status status;
-  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-    status = Status::IoError("config file '" + path + "' is not a regular file");
+  if (::fstat(fd, &st) != 0) {
+    status = Status::IoError("cannot stat config file '" + path + "': " + std::strerror(errno));
+  } else if (!S_ISREG(st.st_mode)) {
+    status = Status::IoError("config file '" + path + "' is " + std::string(fileKind(st.st_mode)) +
+                             "; a config file must be a regular file");
   } else if (st.st_size > kMaxFileBytes) {
     status = Status::IoError("config file '" + path + "' is larger than 16 MiB");
   } else {

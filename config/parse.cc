@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "config/eal_args.h"
 #include "tent/log.h"
 
 namespace tent::config::detail {
@@ -146,9 +147,14 @@ void readEal(MapReader& m, EalConfig* e) {
   m.boolean("no_pci", &e->no_pci);
   m.boolean("no_shconf", &e->no_shconf);
   m.text("file_prefix", &e->file_prefix, kFilePrefix);
-  m.stringList("extra_args", &e->extra_args, "non-empty EAL arguments",
-               [](std::string_view arg, size_t) -> std::string {
-                 return arg.empty() ? "expected a non-empty EAL argument, got ''" : "";
+  std::string previous;
+  m.stringList("extra_args", &e->extra_args,
+               "non-empty EAL arguments: " + std::string(kEalArgsAllowed),
+               [&previous](std::string_view arg, size_t) -> std::string {
+                 std::string problem = arg.empty() ? "expected a non-empty EAL argument, got ''"
+                                                   : ealArgumentProblem(arg, previous);
+                 previous = arg;
+                 return problem;
                });
 }
 

@@ -68,6 +68,62 @@ bool isPowerOfTwo(int64_t v) {
   return v > 0 && (v & (v - 1)) == 0;
 }
 
+bool inRange(std::string_view s, size_t i, unsigned lo, unsigned hi) {
+  if (i >= s.size()) return false;
+  const auto c = static_cast<unsigned char>(s[i]);
+  return c >= lo && c <= hi;
+}
+
+// Length of the well-formed UTF-8 sequence at s[i] (RFC 3629: no overlong forms, no
+// surrogates, nothing above U+10FFFF), or 0.
+size_t utf8Length(std::string_view s, size_t i) {
+  const auto c = static_cast<unsigned char>(s[i]);
+  if (c < 0x80) return 1;
+  unsigned lo = 0x80;
+  unsigned hi = 0xbf;
+  size_t n = 0;
+  if (c >= 0xc2 && c <= 0xdf) {
+    n = 2;
+  } else if (c >= 0xe0 && c <= 0xef) {
+    n = 3;
+    if (c == 0xe0) lo = 0xa0;
+    if (c == 0xed) hi = 0x9f;
+  } else if (c >= 0xf0 && c <= 0xf4) {
+    n = 4;
+    if (c == 0xf0) lo = 0x90;
+    if (c == 0xf4) hi = 0x8f;
+  } else {
+    return 0;
+  }
+  if (!inRange(s, i + 1, lo, hi)) return 0;
+  for (size_t k = 2; k < n; ++k) {
+    if (!inRange(s, i + k, 0x80, 0xbf)) return 0;
+  }
+  return n;
+}
+
+std::string hexByte(unsigned char c) {
+  constexpr char kDigits[] = "0123456789abcdef";
+  return std::string("0x") + kDigits[c >> 4] + kDigits[c & 0xf];
+}
+
+// Why a string value is refused, or "" when it is printable UTF-8. yaml-cpp keeps
+// any bytes, but its emitter replaces what is not UTF-8 (toYaml would change the
+// value), and a NUL or other control byte would cut a path or an EAL argument short.
+std::string textProblem(std::string_view s) {
+  for (size_t i = 0; i < s.size();) {
+    const auto c = static_cast<unsigned char>(s[i]);
+    const std::string where = " at offset " + std::to_string(i);
+    if (c < 0x20 || c == 0x7f) return "control character " + hexByte(c) + where;
+    const size_t n = utf8Length(s, i);
+    if (n == 0) return "byte " + hexByte(c) + where + " (not UTF-8)";
+    i += n;
+  }
+  return "";
+}
+
+constexpr std::string_view kPrintable = "expected printable UTF-8 text, got ";
+
 }  // namespace
 
 // ---- helpers ------------------------------------------------------------------
@@ -322,9 +378,11 @@ void MapReader::text(std::string_view key, std::string* out, const TextRule& rul
   }
   const Entry* e = lookup(key);
   if (e == nullptr) return;
-  if (!e->value.IsScalar() || (rule.valid != nullptr && !rule.valid(e->value.Scalar()))) {
-    return failValue(*e, rule.expected);
+  if (!e->value.IsScalar()) return failValue(*e, rule.expected);
+  if (const std::string problem = textProblem(e->value.Scalar()); !problem.empty()) {
+    return walk_.fail(e->line, pathOf(e->key), std::string(kPrintable) + problem);
   }
+  if (rule.valid != nullptr && !rule.valid(e->value.Scalar())) return failValue(*e, rule.expected);
   *out = e->value.Scalar();
 }
 
@@ -372,6 +430,9 @@ void MapReader::stringList(std::string_view key, std::vector<std::string>* out,
     if (!item.IsScalar()) {
       return walk_.fail(line, item_path,
                         "expected " + std::string(expected) + ", got " + describeNode(item));
+    }
+    if (const std::string problem = textProblem(item.Scalar()); !problem.empty()) {
+      return walk_.fail(line, item_path, std::string(kPrintable) + problem);
     }
     if (check) {
       const std::string problem = check(item.Scalar(), i);

@@ -16,6 +16,13 @@ using nlohmann::json;
 constexpr uint64_t kMaxThreads = 1024;
 constexpr uint64_t kMaxBlockSize = uint64_t{1} << 40;
 constexpr uint64_t kMaxBatchSize = 65536;
+// A class list is an array of flat objects (2 levels). nlohmann parses iteratively,
+// but dump() and copies of its values recurse, so deep input would overflow the stack.
+constexpr size_t kMaxDepth = 8;
+// Values quoted back in messages are cut to this many characters (nlohmann's
+// messages, which quote the offending token, to kMaxParserChars).
+constexpr size_t kMaxShownChars = 60;
+constexpr size_t kMaxParserChars = 200;
 
 struct IntentEntry {
   std::string_view name;
@@ -39,17 +46,55 @@ std::string allowedIntents() {
   return out;
 }
 
+// The 1-based byte (as nlohmann counts) where nesting first exceeds kMaxDepth, or 0.
+// Brackets inside strings are skipped; on valid JSON this is the true depth.
+size_t tooDeepAt(std::string_view text) {
+  size_t depth = 0;
+  bool in_string = false;
+  bool escaped = false;
+  for (size_t i = 0; i < text.size(); ++i) {
+    const char c = text[i];
+    if (in_string) {
+      if (escaped) {
+        escaped = false;
+      } else if (c == '\\') {
+        escaped = true;
+      } else if (c == '"') {
+        in_string = false;
+      }
+    } else if (c == '"') {
+      in_string = true;
+    } else if (c == '[' || c == '{') {
+      if (++depth > kMaxDepth) return i + 1;
+    } else if ((c == ']' || c == '}') && depth > 0) {
+      --depth;
+    }
+  }
+  return 0;
+}
+
+std::string cut(std::string text, size_t max_chars) {
+  if (text.size() > max_chars) text = text.substr(0, max_chars) + "...";
+  return text;
+}
+
+// A value as messages quote it: its JSON, cut short.
+std::string shown(const json& value) {
+  return cut(value.dump(), kMaxShownChars);
+}
+
 // Prefix of every message about class `index`: `class 0 ("foreground")`.
 std::string classLabel(size_t index, const json& object) {
   std::string label = "class " + std::to_string(index);
   auto it = object.find("name");
-  if (it != object.end() && it->is_string()) label += " (\"" + it->get<std::string>() + "\")";
+  if (it != object.end() && it->is_string())
+    label += " (\"" + cut(it->get<std::string>(), kMaxShownChars) + "\")";
   return label;
 }
 
 Status fieldError(const std::string& where, std::string_view key, const std::string& what) {
   return Status::InvalidArgument("workload_classes_json: " + where + ": field '" +
-                                 std::string(key) + "' " + what);
+                                 cut(std::string(key), kMaxShownChars) + "' " + what);
 }
 
 // Reads a non-negative integer in [lo, hi] (JSON integers only; 4096.0 is rejected
@@ -58,7 +103,7 @@ Result<uint64_t> readUnsigned(const json& value, const std::string& where, std::
                               uint64_t lo, uint64_t hi) {
   const std::string range = "[" + std::to_string(lo) + ", " + std::to_string(hi) + "]";
   if (!value.is_number_integer()) {
-    return fieldError(where, key, "must be an integer in " + range + ", got " + value.dump());
+    return fieldError(where, key, "must be an integer in " + range + ", got " + shown(value));
   }
   if (value.is_number_unsigned()) {
     uint64_t v = value.get<uint64_t>();
@@ -69,7 +114,7 @@ Result<uint64_t> readUnsigned(const json& value, const std::string& where, std::
       return static_cast<uint64_t>(v);
     }
   }
-  return fieldError(where, key, "must be an integer in " + range + ", got " + value.dump());
+  return fieldError(where, key, "must be an integer in " + range + ", got " + shown(value));
 }
 
 Result<IntentType> readIntent(const json& value, const std::string& where) {
@@ -77,21 +122,21 @@ Result<IntentType> readIntent(const json& value, const std::string& where) {
     auto parsed = parseIntentName(value.get<std::string>());
     if (parsed.ok()) return parsed;
     return fieldError(where, "intent_type",
-                      "must be one of " + allowedIntents() + ", got " + value.dump());
+                      "must be one of " + allowedIntents() + ", got " + shown(value));
   }
   if (value.is_number_integer()) {
     auto parsed = parseIntentName(value.dump());
     if (parsed.ok()) return parsed;
   }
   return fieldError(where, "intent_type",
-                    "must be one of " + allowedIntents() + ", got " + value.dump());
+                    "must be one of " + allowedIntents() + ", got " + shown(value));
 }
 
 Status applyField(const std::string& key, const json& value, const std::string& where,
                   WorkloadClass* c) {
   if (key == "name") {
     if (!value.is_string() || value.get<std::string>().empty()) {
-      return fieldError(where, key, "must be a non-empty string, got " + value.dump());
+      return fieldError(where, key, "must be a non-empty string, got " + shown(value));
     }
     c->name = value.get<std::string>();
   } else if (key == "threads") {
@@ -114,12 +159,12 @@ Status applyField(const std::string& key, const json& value, const std::string& 
     auto mode = value.is_string() ? parsePollMode(value.get<std::string>())
                                   : Result<PollMode>(Status::InvalidArgument(""));
     if (!mode.ok())
-      return fieldError(where, key, "must be \"spin\" or \"yield\", got " + value.dump());
+      return fieldError(where, key, "must be \"spin\" or \"yield\", got " + shown(value));
     c->poll_mode = *mode;
     c->poll_given = true;
   } else if (key == "weight") {
     if (!value.is_number() || !std::isfinite(value.get<double>()) || value.get<double>() <= 0) {
-      return fieldError(where, key, "must be a finite number > 0, got " + value.dump());
+      return fieldError(where, key, "must be a finite number > 0, got " + shown(value));
     }
     c->weight = value.get<double>();
   } else {
@@ -134,7 +179,7 @@ Result<WorkloadClass> parseClass(const json& object, size_t index) {
   const std::string where = classLabel(index, object);
   if (!object.is_object()) {
     return Status::InvalidArgument("workload_classes_json: " + where +
-                                   " must be a JSON object, got " + object.dump());
+                                   " must be a JSON object, got " + shown(object));
   }
   WorkloadClass c;
   for (const auto& [key, value] : object.items()) {
@@ -195,13 +240,22 @@ Result<std::string> loadWorkloadText(const std::string& arg) {
 }
 
 Result<std::vector<WorkloadClass>> parseWorkloadClasses(std::string_view json_text) {
+  if (const size_t at = tooDeepAt(json_text); at != 0) {
+    return Status::InvalidArgument(
+        "workload_classes_json: nested deeper than " + std::to_string(kMaxDepth) +
+        " levels (byte " + std::to_string(at) + "); a class list is an array of flat objects");
+  }
   json root;
   try {
     root = json::parse(json_text.begin(), json_text.end());
   } catch (const json::parse_error& e) {
     // e.byte is the 1-based position of the offending character.
     return Status::InvalidArgument("workload_classes_json: not valid JSON (byte " +
-                                   std::to_string(e.byte) + "): " + e.what());
+                                   std::to_string(e.byte) + "): " + cut(e.what(), kMaxParserChars));
+  } catch (const json::out_of_range& e) {
+    // Valid JSON that nlohmann cannot hold, such as 1e400 (no byte position given).
+    return Status::InvalidArgument("workload_classes_json: a number is out of range: " +
+                                   cut(e.what(), kMaxParserChars));
   }
   if (!root.is_array() || root.empty()) {
     return Status::InvalidArgument(
@@ -213,7 +267,7 @@ Result<std::vector<WorkloadClass>> parseWorkloadClasses(std::string_view json_te
     TENT_ASSIGN_OR_RETURN(WorkloadClass c, parseClass(root[i], i));
     if (!names.insert(c.name).second) {
       return Status::InvalidArgument("workload_classes_json: class " + std::to_string(i) +
-                                     ": duplicate name \"" + c.name + "\"");
+                                     ": duplicate name \"" + cut(c.name, kMaxShownChars) + "\"");
     }
     classes.push_back(std::move(c));
   }

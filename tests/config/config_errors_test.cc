@@ -1,6 +1,8 @@
 // Bad input: every kind of error and the exact pieces of its message —
 // "<file>:<line>: <key path>: <what is allowed / what is wrong>".
 #include <gtest/gtest.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <string>
 #include <vector>
@@ -46,6 +48,19 @@ TEST(ConfigErrors, MalformedYamlGivesYamlCppsLine) {
   expectError({"unclosed flow list", "workers:\n  burst: 4\neal: [\n", 4, "", {"malformed YAML"}});
   expectError({"bad indentation", "workers:\n  burst: 4\n bad: 1\n", 3, "", {"malformed YAML"}});
   expectError({"tab indentation", "workers:\n\tburst: 4\n", 2, "", {"malformed YAML"}});
+}
+
+// Found by fuzzing: yaml-cpp 0.7's LoadAll loops for ever, allocating a null document
+// per turn, on a document no node can start with (a lone ','; jbeder/yaml-cpp#1040).
+TEST(ConfigErrors, AStrayCommaIsMalformedYamlNotAnEndlessLoop) {
+  expectError({"a lone comma", ",", 1, "", {"malformed YAML", "unexpected ','"}});
+  expectError({"after a comment", "# tent\n  , workers: {}\n", 2, "", {"unexpected ','"}});
+  expectError({"in the second document", "workers: {}\n---\n,\n", 3, "", {"unexpected ','"}});
+  expectError({"three documents",
+               "a: 1\n---\nb: 2\n---\nc: 3\n",
+               3,
+               "",
+               {"expected one YAML document, found 3"}});
 }
 
 TEST(ConfigErrors, DocumentShape) {
@@ -408,6 +423,99 @@ TEST(ConfigErrors, OtherStringRules) {
                {"expected an absolute path, got 'shm'"}});
 }
 
+// Options DPDK's rte_eal_init() handles by printing and exiting the process (or only
+// printing) are refused at validation, not discovered as an exit(0) inside engine creation.
+TEST(ConfigErrors, EalArgumentsThatPrintOrExitAreRefused) {
+  const std::vector<std::string> pieces = {"DPDK", "allowed: options that configure EAL",
+                                           "not -h/--help, -v/--version or --log-level=help"};
+  for (const char* arg : {"--help", "-h", "--hel", "--version", "-v", "-vh", "-vvh"}) {
+    std::vector<std::string> with_arg = pieces;
+    with_arg.push_back(std::string("'") + arg + "'");
+    expectError({arg,
+                 (std::string("eal:\n  extra_args: [--vdev=net_null0, '") + arg + "']\n").c_str(),
+                 2, "eal.extra_args[1]", with_arg});
+  }
+  expectError({"log-level help",
+               "eal:\n  extra_args: [--log-level=help]\n",
+               2,
+               "eal.extra_args[0]",
+               {"'--log-level=help'", "prints DPDK's log types and exits"}});
+  expectError({"log-level help, abbreviated",
+               "eal:\n  extra_args:\n    - --lo=help\n",
+               3,
+               "eal.extra_args[0]",
+               {"exits"}});
+  expectError({"log-level help as the next argument",
+               "eal:\n  extra_args:\n    - --log-level\n    - help\n",
+               4,
+               "eal.extra_args[1]",
+               {"'--log-level help'", "exits"}});
+  expectError({"help exits",
+               "eal:\n  extra_args: [--help]\n",
+               2,
+               "eal.extra_args[0]",
+               {"'--help' makes DPDK print its usage and exit the process"}});
+}
+
+TEST(ConfigErrors, EalArgumentsThatConfigureAreAccepted) {
+  // -d, -a and -n take a value, so the "h" of "-dh", "-ahost" or "-nvh" is in that value.
+  const Status s = parseError(
+      "eal:\n  extra_args: [--vdev=net_null0, -d, librte_x.so, -dh, -ahost, -nvh, --log-level, "
+      "'lib.eal:debug', --log-level=8, --huge-dir=/mnt/h, help, --, --help-me-not]\n");
+  EXPECT_TRUE(s.ok()) << s.message();
+}
+
+// Found by fuzzing: a string that is not UTF-8 was accepted, and toYaml() wrote it
+// back changed (the emitter replaces such bytes), so validate() saw another config.
+// A NUL or other control byte would silently cut a path or an EAL argument short.
+TEST(ConfigErrors, StringsArePrintableUtf8) {
+  const std::vector<std::string> pieces = {"expected printable UTF-8 text"};
+  expectError({"byte that is not UTF-8",
+               "eal:\n  extra_args: [\"--vdev=a\xe5\x30\"]\n",
+               2,
+               "eal.extra_args[0]",
+               {"expected printable UTF-8 text", "byte 0xe5 at offset 8"}});
+  expectError({"NUL escape in a path",
+               "topology:\n  xml_file: \"/etc/t.xml\\0.bak\"\n",
+               2,
+               "topology.xml_file",
+               {"expected printable UTF-8 text", "control character 0x00"}});
+  expectError({"tab in a device name",
+               "fabric:\n  verbs:\n    devices: [\"mlx\\t0\"]\n",
+               3,
+               "fabric.verbs.devices[0]",
+               {"control character 0x09 at offset 3"}});
+  expectError({"overlong encoding",
+               "bootstrap:\n  advertise_host: \"\xc0\xae\"\n",
+               2,
+               "bootstrap.advertise_host",
+               {"not UTF-8"}});
+  const Status ok =
+      parseError("fabric:\n  soft:\n    shm_dir: \"/dev/shm/\u00e9t\u00e9 \U0001F600\"\n");
+  EXPECT_TRUE(ok.ok()) << ok.message();
+}
+
+// A path that names a FIFO made loadFile() block in open() until a writer came.
+// Anything but a regular file is refused before a byte is read.
+TEST(ConfigErrors, LoadFileRefusesWhatIsNotARegularFile) {
+  const std::string dir = ::testing::TempDir() + "tent-config-fifo-" + std::to_string(getpid());
+  ASSERT_EQ(mkdir(dir.c_str(), 0700), 0);
+  const std::string fifo = dir + "/tent.yaml";
+  ASSERT_EQ(mkfifo(fifo.c_str(), 0600), 0);
+  auto r = loadFile(fifo);
+  unlink(fifo.c_str());
+  rmdir(dir.c_str());
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), StatusCode::kIoError);
+  EXPECT_EQ(r.status().message(),
+            "config file '" + fifo + "' is a FIFO; a config file must be a regular file");
+  auto device = loadFile("/dev/null");
+  ASSERT_FALSE(device.ok());
+  EXPECT_NE(device.status().message().find("'/dev/null' is a character device; a config file must"),
+            std::string::npos)
+      << device.status().message();
+}
+
 TEST(ConfigErrors, LoadFileNamesTheFile) {
   auto missing = loadFile("/nonexistent/dir/tent.yaml");
   ASSERT_FALSE(missing.ok());
@@ -416,7 +524,9 @@ TEST(ConfigErrors, LoadFileNamesTheFile) {
   auto dir = loadFile("/tmp");
   ASSERT_FALSE(dir.ok());
   EXPECT_EQ(dir.status().code(), StatusCode::kIoError);
-  EXPECT_NE(dir.status().message().find("not a regular file"), std::string::npos);
+  EXPECT_NE(dir.status().message().find("is a directory; a config file must be a regular file"),
+            std::string::npos)
+      << dir.status().message();
 }
 
 // One error per run: the first in the reference's key order (ring_size is read

@@ -69,6 +69,49 @@ TEST(WorkloadClasses, MalformedJsonSaysWhere) {
   expectMentions(errorOf(""), {"not valid JSON"});
 }
 
+// Found by fuzzing: a number beyond a double is valid JSON but makes nlohmann throw
+// out_of_range, which escaped the parser and terminated tebench.
+TEST(WorkloadClasses, NumberBeyondADoubleIsAnError) {
+  expectMentions(errorOf("[1e400]"), {"workload_classes_json", "out of range", "1e400"});
+  expectMentions(errorOf(R"([{"name":"x","threads":1,"block_size":8,"weight":-1e999}])"),
+                 {"workload_classes_json", "out of range"});
+}
+
+// Deep nesting overflowed the stack (dump() and copies of nlohmann values recurse):
+// anything nested beyond a few levels is refused before it is parsed.
+TEST(WorkloadClasses, DeepNestingIsRefusedNotACrash) {
+  constexpr size_t kLevels = 200000;
+  const std::string arrays = std::string(kLevels, '[') + std::string(kLevels, ']');
+  expectMentions(errorOf(arrays), {"workload_classes_json", "nested deeper than 8", "byte 9"});
+  std::string objects = R"([{"name":)";
+  for (size_t i = 0; i < kLevels; ++i) objects += R"({"a":)";
+  objects += "1" + std::string(kLevels, '}') + "}]";
+  expectMentions(errorOf(objects), {"nested deeper than 8", "byte 40"});
+  // Brackets inside strings are text, not nesting.
+  const std::string name = R"([{"name":")" + std::string(100, '[') + R"(\"{{{{{{{{{{",)" +
+                           R"("threads":1,"block_size":8}])";
+  EXPECT_TRUE(parseWorkloadClasses(name).ok()) << errorOf(name);
+  EXPECT_TRUE(parseWorkloadClasses(R"([[[[[[[[1]]]]]]]])").status().message().find("class 0") !=
+              std::string::npos);
+}
+
+// A value quoted back in a message is cut short: a megabyte of input is not a message.
+TEST(WorkloadClasses, MessagesQuoteValuesShort) {
+  const std::string big = R"([[")" + std::string(1 << 20, 'x') + R"("]])";
+  const std::string msg = errorOf(big);
+  expectMentions(msg, {"class 0", "must be a JSON object", "..."});
+  EXPECT_LT(msg.size(), 200u) << msg.size();
+  const std::string huge_number = "[" + std::string(1 << 20, '7') + "]";
+  EXPECT_LT(errorOf(huge_number).size(), 300u);
+  const std::string bad_literal = "[" + std::string(1 << 20, 't') + "]";
+  EXPECT_LT(errorOf(bad_literal).size(), 300u);
+  const std::string long_name(1 << 20, 'n');
+  EXPECT_LT(errorOf(R"([{"name":")" + long_name + R"("}])").size(), 300u);
+  EXPECT_LT(errorOf(R"([{")" + long_name + R"(":1}])").size(), 300u);
+  const std::string twice = R"({"name":")" + long_name + R"(","threads":1,"block_size":8})";
+  EXPECT_LT(errorOf("[" + twice + "," + twice + "]").size(), 300u);
+}
+
 TEST(WorkloadClasses, ShapeErrors) {
   expectMentions(errorOf("{}"), {"non-empty JSON array"});
   expectMentions(errorOf("[]"), {"non-empty JSON array"});
