@@ -78,6 +78,38 @@ inline std::string fabricYaml() {
 )";
 }
 
+// For a test that shows a contract break on purpose: while alive, the fake device
+// counts contract breaks (two threads inside post_send on one QP, CQ overflows)
+// instead of aborting. On soft there is nothing to count (always 0).
+class CountContractBreaks {
+ public:
+  CountContractBreaks() { setPolicy(true); }
+  ~CountContractBreaks() { setPolicy(false); }
+  CountContractBreaks(const CountContractBreaks&) = delete;
+  CountContractBreaks& operator=(const CountContractBreaks&) = delete;
+  uint64_t concurrentPosts() const {
+#ifdef TENT_HAVE_VERBS
+    if (testFabric() == TestFabric::kFakeVerbs)
+      return fabric::testing::engineTestVerbs().stats().concurrent_posts - posts_before_;
+#endif
+    return 0;
+  }
+
+ private:
+  void setPolicy(bool count) {
+#ifdef TENT_HAVE_VERBS
+    if (testFabric() != TestFabric::kFakeVerbs) return;
+    auto& fake = fabric::testing::engineTestVerbs();
+    if (count) posts_before_ = fake.stats().concurrent_posts;
+    fake.setOnContractBreak(count ? fabric::testing::OnContractBreak::kCount
+                                  : fabric::testing::OnContractBreak::kAbort);
+#else
+    (void)count;
+#endif
+  }
+  uint64_t posts_before_ = 0;
+};
+
 // Manual lcore mode, two unlimited devices (see fabricYaml()), short timeouts.
 inline std::string simYaml(const std::string& extra = "") {
   return R"(
