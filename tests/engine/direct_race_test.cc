@@ -86,8 +86,10 @@ TEST_F(DirectRace, MultiRailSlicesRaceToo) {
 // engine/rdma/direct_path_datapath.cc takes a lane slot, not the QP). The verbs
 // provider's VerbsQp::postSend keeps its WR bookkeeping for one poster at a time:
 // two at once give two WRs the same send-queue slot and wr_id, so on verbs one slice
-// completes twice and another never. The fake device counts the overlapping posters
-// here instead of aborting. Expected to FAIL on provider verbs (suite fake-verbs:
+// completes twice and another never (seen here: a segfault in DirectPath::completeSlice
+// on the second completion of a slice already back in the pool). The fake device
+// counts the overlapping posters here instead of aborting. Expected to FAIL on provider verbs
+// (suite fake-verbs:
 // --gtest_also_run_disabled_tests) until the engine has one poster per QP at a time
 // (or one QP per lane slot); enable it with that fix.
 TEST_F(DirectRace, DISABLED_CallersSharingADirectQpEachCompleteOnce) {

@@ -47,6 +47,7 @@ struct PassiveCqAdmissionGate : ::testing::Environment {
     auto engine = makeEngine(simYaml());
     ASSERT_NE(engine, nullptr);
     const std::string refusal = bootstrapRefusal(*engine);
+    engine.reset();  // no engine thread left when exit() runs the atexit handlers
     if (refusal.find("passive data QP") == std::string::npos ||
         refusal.find("cannot hold") == std::string::npos)
       return;
@@ -54,8 +55,7 @@ struct PassiveCqAdmissionGate : ::testing::Environment {
                  "SKIPPED: known engine defect (issue 11, CQ admission): the engine's passive CQ "
                  "cannot hold its passive QPs, so verbs refuses every bootstrap:\n  %s\n",
                  refusal.c_str());
-    std::fflush(stderr);
-    std::_Exit(77);
+    std::exit(77);  // meson's "skipped"; removes the fake's sysfs tree on the way out
   }
 };
 

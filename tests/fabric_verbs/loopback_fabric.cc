@@ -220,7 +220,11 @@ void Fabric::contractBreak(std::atomic<uint64_t>& counter, const char* what) noe
   const bool abort = policy.load(std::memory_order_relaxed) == OnContractBreak::kAbort;
   const uint64_t seen = counter.fetch_add(1, std::memory_order_relaxed);
   if (abort || seen < kPrinted) std::fprintf(stderr, "loopback verbs: CONTRACT BREAK: %s\n", what);
-  if (abort) std::abort();
+  if (abort) {
+    std::error_code ignored;
+    std::filesystem::remove_all(sysfs_root, ignored);  // the one thing abort() would leave
+    std::abort();
+  }
   if (seen + 1 == kPrinted) std::fprintf(stderr, "loopback verbs: (further ones only counted)\n");
 }
 
