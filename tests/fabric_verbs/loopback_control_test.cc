@@ -134,16 +134,9 @@ TEST(LoopbackControl, ModifyQpChecksTransitionsMasksAndValues) {
   ASSERT_EQ(v.toInit(qp), 0);
   EXPECT_EQ(v.toRts(qp), EINVAL);  // INIT -> RTS skips RTR
 
-  ibv_qp_attr r{};
-  r.qp_state = IBV_QPS_RTR;
-  r.path_mtu = IBV_MTU_4096;
-  r.dest_qp_num = peer->qp_num;
-  r.max_dest_rd_atomic = 16;
-  r.min_rnr_timer = 12;
-  r.ah_attr.port_num = 1;
+  ibv_qp_attr r = RawVerbs::rtrAttr(peer->qp_num);
   r.ah_attr.dlid = 1;
-  const int rtr = IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN |
-                  IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER;
+  const int rtr = RawVerbs::kRtrMask;
   EXPECT_EQ(v.ops.modify_qp(qp, &r, rtr), EINVAL) << "RoCE needs a GRH";
   r.ah_attr.is_global = 1;
   r.ah_attr.grh.sgid_index = 3;
@@ -187,24 +180,11 @@ TEST(LoopbackControl, IbRoutesByLidWithoutGrh) {
   ibv_port_attr p0{}, p1{};
   v.ops.query_port(v.contexts[0], 1, &p0);
   v.ops.query_port(v.contexts[1], 1, &p1);
-  auto rtrByLid = [&](ibv_qp* q, uint16_t lid, uint32_t dest) {
-    ibv_qp_attr r{};
-    r.qp_state = IBV_QPS_RTR;
-    r.path_mtu = IBV_MTU_2048;
-    r.dest_qp_num = dest;
-    r.max_dest_rd_atomic = 1;
-    r.min_rnr_timer = 12;
-    r.ah_attr.port_num = 1;
-    r.ah_attr.dlid = lid;
-    return v.ops.modify_qp(q, &r,
-                           IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN |
-                               IBV_QP_RQ_PSN | IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER);
-  };
   ASSERT_EQ(v.toInit(a), 0);
   ASSERT_EQ(v.toInit(b), 0);
-  EXPECT_EQ(rtrByLid(a, 0, b->qp_num), EINVAL);  // no LID and no GRH: no route at all
-  ASSERT_EQ(rtrByLid(a, p1.lid, b->qp_num), 0);
-  ASSERT_EQ(rtrByLid(b, p0.lid, a->qp_num), 0);
+  EXPECT_EQ(v.toRtrByLid(a, 0, b->qp_num), EINVAL);  // no LID and no GRH: no route at all
+  ASSERT_EQ(v.toRtrByLid(a, p1.lid, b->qp_num), 0);
+  ASSERT_EQ(v.toRtrByLid(b, p0.lid, a->qp_num), 0);
   ASSERT_EQ(v.toRts(a), 0);
   ASSERT_EQ(v.toRts(b), 0);
   std::vector<uint8_t> src(256), dst(256, 0);

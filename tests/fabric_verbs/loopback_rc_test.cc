@@ -119,19 +119,24 @@ TEST_F(Rc, ResponderConnectedElsewhereOrWithAnotherPsnDoesNotAnswer) {
   EXPECT_EQ(v.pollUntil(cqa, 1).at(0).status, IBV_WC_RETRY_EXC_ERR);
 }
 
+// One connected QP of up to 8 WRs on a CQ of `depth` entries; `posts` signaled WRITEs.
+ibv_cq* postOnSmallCq(RawVerbs& v, int depth, int posts, std::vector<uint8_t>& buf) {
+  ibv_cq* small = v.cq(0, depth);
+  ibv_qp* a = v.qp(0, small, 8);
+  v.connect(a, 0, v.qp(1, v.cq(1)), 1);
+  ibv_mr* la = v.mr(0, buf.data(), buf.size());
+  ibv_mr* rb = v.mr(1, buf.data(), buf.size());
+  for (int i = 0; i < posts; ++i)
+    EXPECT_EQ(v.post(a, IBV_WR_RDMA_WRITE, buf.data(), 64, la->lkey, buf.data(), rb->rkey, i), 0);
+  return small;
+}
+
 TEST(RcOverflow, MoreCqesThanTheDepthOverflowAndPollFails) {
   RawVerbs v(RawVerbs::twoDevices(OnContractBreak::kCount));
-  ibv_cq* small = v.cq(0, 2);
-  ibv_qp* a = v.qp(0, small, 8);
-  ibv_qp* b = v.qp(1, v.cq(1));
-  v.connect(a, 0, b, 1);
-  std::vector<uint8_t> buf(64);
-  ibv_mr* la = v.mr(0, buf.data(), 64);
-  ibv_mr* rb = v.mr(1, buf.data(), 64);
-  for (uint64_t i = 0; i < 2; ++i)
-    ASSERT_EQ(v.post(a, IBV_WR_RDMA_WRITE, buf.data(), 64, la->lkey, buf.data(), rb->rkey, i), 0);
+  std::vector<uint8_t> buf(64), buf2(64);
+  postOnSmallCq(v, 2, 2, buf);
   EXPECT_EQ(v.fabric.stats().cq_overflows, 0u);  // exactly full is fine
-  ASSERT_EQ(v.post(a, IBV_WR_RDMA_WRITE, buf.data(), 64, la->lkey, buf.data(), rb->rkey, 2), 0);
+  ibv_cq* small = postOnSmallCq(v, 2, 3, buf2);
   EXPECT_EQ(v.fabric.stats().cq_overflows, 1u);
   ibv_wc wc[4];
   EXPECT_LT(v.ops.poll_cq(small, 4, wc), 0);
@@ -143,15 +148,8 @@ TEST(RcOverflow, OverflowAbortsByDefault) {
   EXPECT_DEATH(
       {
         RawVerbs v(RawVerbs::twoDevices());
-        ibv_cq* small = v.cq(0, 1);
-        ibv_qp* a = v.qp(0, small, 8);
-        ibv_qp* b = v.qp(1, v.cq(1));
-        v.connect(a, 0, b, 1);
         std::vector<uint8_t> buf(64);
-        ibv_mr* la = v.mr(0, buf.data(), 64);
-        ibv_mr* rb = v.mr(1, buf.data(), 64);
-        for (int i = 0; i < 2; ++i)
-          v.post(a, IBV_WR_RDMA_WRITE, buf.data(), 64, la->lkey, buf.data(), rb->rkey);
+        postOnSmallCq(v, 1, 2, buf);
       },
       "CONTRACT BREAK: CQ of lb0 with 1 entries overflowed");
 }

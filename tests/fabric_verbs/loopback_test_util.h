@@ -92,8 +92,10 @@ struct RawVerbs {
     return ops.modify_qp(q, &a,
                          IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS);
   }
-  // RTR toward QP number `dest` on device `to` (by its RoCE v2 GID).
-  int toRtr(ibv_qp* q, int to, uint32_t dest, uint32_t rq_psn = 0) {
+  static constexpr int kRtrMask = IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN |
+                                  IBV_QP_RQ_PSN | IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER;
+  // RTR attributes toward QP number `dest`, without a route (set ah_attr).
+  static ibv_qp_attr rtrAttr(uint32_t dest, uint32_t rq_psn = 0) {
     ibv_qp_attr a{};
     a.qp_state = IBV_QPS_RTR;
     a.path_mtu = IBV_MTU_4096;
@@ -102,13 +104,22 @@ struct RawVerbs {
     a.max_dest_rd_atomic = 16;
     a.min_rnr_timer = 12;
     a.ah_attr.port_num = 1;
+    return a;
+  }
+  // RTR toward QP number `dest` on device `to` (by its RoCE v2 GID).
+  int toRtr(ibv_qp* q, int to, uint32_t dest, uint32_t rq_psn = 0) {
+    ibv_qp_attr a = rtrAttr(dest, rq_psn);
     a.ah_attr.is_global = 1;
     a.ah_attr.grh.dgid = gid(to);
     a.ah_attr.grh.sgid_index = 3;
     a.ah_attr.grh.hop_limit = 64;
-    return ops.modify_qp(q, &a,
-                         IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN |
-                             IBV_QP_RQ_PSN | IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER);
+    return ops.modify_qp(q, &a, kRtrMask);
+  }
+  // RTR toward QP number `dest` by LID alone (IB without a GRH).
+  int toRtrByLid(ibv_qp* q, uint16_t lid, uint32_t dest) {
+    ibv_qp_attr a = rtrAttr(dest);
+    a.ah_attr.dlid = lid;
+    return ops.modify_qp(q, &a, kRtrMask);
   }
   int toRts(ibv_qp* q, uint8_t timeout = 14, uint8_t retry_cnt = 7) {
     ibv_qp_attr a{};
