@@ -80,7 +80,8 @@ class LoopbackVerbs {
 
 // The process-wide fabric of the engine tests: devices soft0 and soft1 (RoCE, NUMA
 // node 0), installed with setVerbsOpsOverride() on the first call and never
-// destroyed (engines may outlive any scope in a test program).
+// destroyed (engines may outlive any scope in a test program). At exit, a verbs
+// object still alive is reported as a leak and fails the program.
 LoopbackVerbs& engineTestVerbs();
 
 }  // namespace tent::fabric::testing
