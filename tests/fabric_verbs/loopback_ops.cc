@@ -206,20 +206,21 @@ ibv_qp* createQp(ibv_pd* ibv, ibv_qp_init_attr* init) {
   return &qp->handle.ibv;
 }
 
-// Waits for a post in progress (the QP's mutex), removes the QP from the tables
-// (requesters then find no responder) and its CQEs from the CQ.
+// Removes the QP from the tables (requesters then find no responder), waits for a
+// post in progress (the QP's mutex), and removes its CQEs from the CQ.
 int destroyQp(ibv_qp* ibv) {
   Qp* qp = selfOf<Qp>(ibv);
   if (qp == nullptr) return EINVAL;
   Fabric& f = qp->fabric;
-  qp->markDestroyed();
   std::shared_ptr<Qp> keep;
   {
     std::unique_lock<std::shared_mutex> lock(f.tables);
     auto it = f.qps.find(Fabric::key(qp->device, qp->qpn));
+    if (it == f.qps.end() || it->second.get() != qp) return EINVAL;  // destroyed twice
     keep = std::move(it->second);
     f.qps.erase(it);
   }
+  qp->markDestroyed();
   qp->send_cq.detach(qp);
   qp->recv_cq.recv_users.fetch_sub(1);
   qp->pd.users.fetch_sub(1);
