@@ -240,17 +240,24 @@ LoopbackVerbs::LoopbackVerbs(LoopbackOptions options)
   }
 }
 
+namespace {
+
+// Says on stderr which objects are still alive, if any; true when some are.
+bool reportLive(const LoopbackStats& s, const char* when) {
+  if (s.open_contexts + s.pds + s.mrs + s.cqs + s.qps == 0) return false;
+  std::fprintf(stderr,
+               "loopback verbs: %s: %lld contexts, %lld PDs, %lld MRs, %lld CQs, %lld QPs still "
+               "alive\n",
+               when, static_cast<long long>(s.open_contexts), static_cast<long long>(s.pds),
+               static_cast<long long>(s.mrs), static_cast<long long>(s.cqs),
+               static_cast<long long>(s.qps));
+  return true;
+}
+
+}  // namespace
+
 LoopbackVerbs::~LoopbackVerbs() {
-  LoopbackStats s = stats();
-  if (s.open_contexts + s.pds + s.mrs + s.cqs + s.qps != 0) {
-    std::fprintf(stderr,
-                 "loopback verbs: fabric destroyed with live objects (contexts %lld, PDs %lld, "
-                 "MRs %lld, CQs %lld, QPs %lld)\n",
-                 static_cast<long long>(s.open_contexts), static_cast<long long>(s.pds),
-                 static_cast<long long>(s.mrs), static_cast<long long>(s.cqs),
-                 static_cast<long long>(s.qps));
-    std::abort();
-  }
+  if (reportLive(stats(), "fabric destroyed before its objects")) std::abort();
   loopback::releaseCurrentFabric(fabric_.get());
 }
 
@@ -292,17 +299,9 @@ LoopbackVerbs* g_engine_fabric = nullptr;
 // Every engine is gone by exit: a verbs object still alive was leaked, and fails
 // the program. The sysfs tree goes in any case.
 void atEngineTestExit() {
-  LoopbackStats s = g_engine_fabric->stats();
   std::error_code ignored;
   std::filesystem::remove_all(g_engine_fabric->sysfsRoot(), ignored);
-  if (s.open_contexts + s.pds + s.mrs + s.cqs + s.qps == 0) return;
-  std::fprintf(stderr,
-               "loopback verbs: LEAK at exit: %lld contexts, %lld PDs, %lld MRs, %lld CQs, %lld "
-               "QPs still alive\n",
-               static_cast<long long>(s.open_contexts), static_cast<long long>(s.pds),
-               static_cast<long long>(s.mrs), static_cast<long long>(s.cqs),
-               static_cast<long long>(s.qps));
-  std::_Exit(1);
+  if (reportLive(g_engine_fabric->stats(), "LEAK at exit")) std::_Exit(1);
 }
 
 }  // namespace
