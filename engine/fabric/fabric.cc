@@ -8,7 +8,7 @@
 #include "tent/log.h"
 #include "topology/topology.h"
 #ifdef TENT_HAVE_VERBS
-#include "engine/fabric/verbs/verbs_provider.h"
+#include "engine/fabric/verbs/verbs_ops.h"
 #endif
 
 namespace tent::fabric {
@@ -50,7 +50,7 @@ namespace {
 
 Result<std::unique_ptr<Provider>> createVerbs(const config::FabricConfig& config) {
 #ifdef TENT_HAVE_VERBS
-  return createVerbsProvider(config.verbs);
+  return createVerbsProvider(config.verbs, activeVerbsOps());  // the test hook, or libibverbs
 #else
   (void)config;
   return Status::NotSupported(
@@ -60,7 +60,7 @@ Result<std::unique_ptr<Provider>> createVerbs(const config::FabricConfig& config
 
 size_t verbsDevices() noexcept {
 #ifdef TENT_HAVE_VERBS
-  return verbsDeviceCount();
+  return verbsDeviceCount(activeVerbsOps());
 #else
   return 0;
 #endif

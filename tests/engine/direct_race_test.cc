@@ -5,6 +5,7 @@
 
 #include <atomic>
 #include <thread>
+#include <vector>
 
 #include "direct_test_util.h"
 
@@ -76,6 +77,59 @@ TEST_F(DirectRace, MultiRailSlicesRaceToo) {
   rail.join();
   EXPECT_EQ(bad, 0);
   EXPECT_EQ(direct().succeeded, static_cast<uint64_t>(g_iterations / 4));
+  EXPECT_EQ(lanesInUse(), 0u);
+  EXPECT_EQ(t().slicePool().available(), t().slicePool().capacity());
+}
+
+// KNOWN ENGINE DEFECT (issue 11, one poster per QP): with direct.qp_depth above 1,
+// two callers can post on one direct QP at the same time (DirectPath::post_ in
+// engine/rdma/direct_path_datapath.cc takes a lane slot, not the QP). The verbs
+// provider's VerbsQp::postSend keeps its WR bookkeeping for one poster at a time:
+// two at once give two WRs the same send-queue slot and wr_id, so on verbs one slice
+// completes twice and another never (seen here: a segfault in DirectPath::completeSlice
+// on the second completion of a slice already back in the pool). The fake device
+// counts the overlapping posters here instead of aborting. Expected to FAIL on provider verbs
+// (suite fake-verbs:
+// --gtest_also_run_disabled_tests) until the engine has one poster per QP at a time
+// (or one QP per lane slot); enable it with that fix.
+TEST_F(DirectRace, DISABLED_CallersSharingADirectQpEachCompleteOnce) {
+  engine.reset();
+  init("direct: {qp_depth: 4}\n");
+  ASSERT_TRUE(waitEndpoints());
+  CountContractBreaks counting;
+  constexpr int kThreads = 4;
+  constexpr size_t kSize = 4096;
+  const int rounds = g_iterations / 4;
+  std::atomic<int> bad_state{0}, bad_bytes{0};
+  std::vector<std::thread> callers;
+  for (int c = 0; c < kThreads; ++c) {
+    callers.emplace_back([&, c] {
+      for (int i = 0; i < rounds; ++i) {
+        size_t off = (c * 64 + i % 64) * kSize;  // each caller its own bytes
+        uint32_t seed = static_cast<uint32_t>(c * 1000003 + i);
+        fillPattern(src + off, kSize, seed);
+        Request r = req(OpCode::WRITE, off, kSize);
+        auto b = engine->allocateBatch(1);
+        if (!b.ok() || !engine->submitTransfer(*b, {&r, 1}).ok()) {
+          ++bad_state;
+          continue;
+        }
+        auto st = pollCaller(*b, 10);
+        if (st.state != TransferState::COMPLETED || st.transferred_bytes != kSize) ++bad_state;
+        if (checkPattern(dst + off, kSize, seed) != -1) ++bad_bytes;
+        (void)engine->freeBatch(*b);
+      }
+    });
+  }
+  for (auto& t : callers) t.join();
+  EXPECT_EQ(bad_state.load(), 0) << "tasks that did not complete exactly once";
+  EXPECT_EQ(bad_bytes.load(), 0);
+  EXPECT_EQ(counting.concurrentPosts(), 0u) << "callers inside post_send of one QP at once";
+  auto d = direct();
+  EXPECT_EQ(d.completion_errors + d.timeouts, 0u);
+  uint64_t hist = 0;
+  for (auto v : d.latency_histogram_ns) hist += v;
+  EXPECT_EQ(hist, d.succeeded);  // each direct completion handled once
   EXPECT_EQ(lanesInUse(), 0u);
   EXPECT_EQ(t().slicePool().available(), t().slicePool().capacity());
 }

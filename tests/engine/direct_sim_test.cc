@@ -208,6 +208,7 @@ bool waitFor(const std::function<bool()>& cond, double seconds = 30) {
 }
 
 TEST_F(Direct, CompletionErrorFailsTaskReleasesLaneResetsEndpoint) {
+  TENT_SKIP_UNLESS_SOFT("the fault injector");
   ASSERT_TRUE(waitEndpoints());
   auto* ep = endpoint(0);
   faultOnDirectQp(*this, fabric::soft::FaultAction::kCompletionError);
@@ -231,6 +232,7 @@ TEST_F(Direct, CompletionErrorFailsTaskReleasesLaneResetsEndpoint) {
 }
 
 TEST_F(Direct, SoftwareTimeoutGivesTimeout) {
+  TENT_SKIP_UNLESS_SOFT("the fault injector");
   engine.reset();
   init("direct: {timeout_ms: 50}\n");
   ASSERT_TRUE(waitEndpoints());
@@ -247,6 +249,7 @@ TEST_F(Direct, SoftwareTimeoutGivesTimeout) {
 }
 
 TEST_F(Direct, CancelLetsThePostedWrDrain) {
+  TENT_SKIP_UNLESS_SOFT("the fault injector");
   ASSERT_TRUE(waitEndpoints());
   faultOnDirectQp(*this, fabric::soft::FaultAction::kDelay, 100'000'000ull);  // 100 ms
   fillPattern(src, 4096, 15);
@@ -266,6 +269,7 @@ TEST_F(Direct, CancelLetsThePostedWrDrain) {
 }
 
 TEST_F(Direct, DestroyWithDirectWrOutstandingDrainsThenFrees) {
+  TENT_SKIP_UNLESS_SOFT("the fault injector");
   ASSERT_TRUE(waitEndpoints());
   const auto before = engine->stats().resources;
   auto* ep = endpoint(0);

@@ -5,27 +5,117 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <thread>
 
 #include "engine/api/engine_impl.h"
+#ifdef TENT_HAVE_VERBS
+#include "tests/fabric_verbs/loopback_verbs.h"
+#endif
 
 namespace tent::testing {
 
-// Manual lcore mode, two unlimited soft devices, short timeouts.
-inline std::string simYaml(const std::string& extra = "") {
-  return R"(
-eal: {mode: manual}
-fabric:
+// The fabric under the engine tests, from TENT_TEST_PROVIDER: unset or "soft" (the
+// default), or "fake-verbs": the verbs provider's real code over the loopback fake
+// device (tests/fabric_verbs/loopback_verbs.h), devices soft0 and soft1 - what the
+// meson suite fake-verbs runs. Anything else stops the test program.
+enum class TestFabric { kSoft, kFakeVerbs };
+
+inline TestFabric testFabric() {
+  const char* env = std::getenv("TENT_TEST_PROVIDER");
+  const std::string_view want = env ? env : "";
+  if (want.empty() || want == "soft") return TestFabric::kSoft;
+#ifdef TENT_HAVE_VERBS
+  if (want == "fake-verbs") return TestFabric::kFakeVerbs;
+#else
+  if (want == "fake-verbs") {
+    std::fprintf(stderr, "TENT_TEST_PROVIDER=fake-verbs: the verbs provider is not built\n");
+    std::exit(1);
+  }
+#endif
+  std::fprintf(stderr, "TENT_TEST_PROVIDER=%s: expected soft or fake-verbs\n", env);
+  std::exit(1);
+}
+
+// What Provider::name() and EngineStats::provider say under testFabric().
+inline std::string_view testProviderName() {
+  return testFabric() == TestFabric::kSoft ? "soft" : "verbs";
+}
+
+// For tests of soft-only features (the fault injector, link models), which have no
+// counterpart on verbs: skips the test, saying why, on any other fabric.
+#define TENT_SKIP_UNLESS_SOFT(feature)                                                    \
+  do {                                                                                    \
+    if (::tent::testing::testFabric() != ::tent::testing::TestFabric::kSoft)              \
+      GTEST_SKIP() << (feature) << " is a soft-provider feature; this run uses provider " \
+                   << ::tent::testing::testProviderName();                                \
+  } while (0)
+
+// The fabric section: two unlimited soft devices with a 50 ms retry budget, or the
+// fake's soft0 and soft1 with (5 + 1) x 4.096 us x 2^11 = 50 ms.
+inline std::string fabricYaml() {
+#ifdef TENT_HAVE_VERBS
+  if (testFabric() == TestFabric::kFakeVerbs) {
+    fabric::testing::engineTestVerbs();  // installs the override once per process
+    return R"(fabric:
+  provider: verbs
+  verbs: {devices: [soft0, soft1], timeout: 11, retry_cnt: 5}
+)";
+  }
+#endif
+  return R"(fabric:
   provider: soft
   soft:
     devices:
       - {name: soft0, numa_node: 0}
       - {name: soft1, numa_node: 0}
     retry_budget_ms: 50
-lcores:
+)";
+}
+
+// For a test that shows a contract break on purpose: while alive, the fake device
+// counts contract breaks (two threads inside post_send on one QP, CQ overflows)
+// instead of aborting. On soft there is nothing to count (always 0).
+class CountContractBreaks {
+ public:
+  CountContractBreaks() { setPolicy(true); }
+  ~CountContractBreaks() { setPolicy(false); }
+  CountContractBreaks(const CountContractBreaks&) = delete;
+  CountContractBreaks& operator=(const CountContractBreaks&) = delete;
+  uint64_t concurrentPosts() const {
+#ifdef TENT_HAVE_VERBS
+    if (testFabric() == TestFabric::kFakeVerbs)
+      return fabric::testing::engineTestVerbs().stats().concurrent_posts - posts_before_;
+#endif
+    return 0;
+  }
+
+ private:
+  void setPolicy(bool count) {
+#ifdef TENT_HAVE_VERBS
+    if (testFabric() != TestFabric::kFakeVerbs) return;
+    auto& fake = fabric::testing::engineTestVerbs();
+    if (count) posts_before_ = fake.stats().concurrent_posts;
+    fake.setOnContractBreak(count ? fabric::testing::OnContractBreak::kCount
+                                  : fabric::testing::OnContractBreak::kAbort);
+#else
+    (void)count;
+#endif
+  }
+  uint64_t posts_before_ = 0;
+};
+
+// Manual lcore mode, two unlimited devices (see fabricYaml()), short timeouts.
+inline std::string simYaml(const std::string& extra = "") {
+  return R"(
+eal: {mode: manual}
+)" + fabricYaml() +
+         R"(lcores:
   - pollers: ["rail:*"]
   - pollers: [background]
 workers: {ring_size: 1024, slice_pool: 4096, max_batch_capacity: 1024,

@@ -124,7 +124,7 @@ TEST_F(SimTransfer, LargeRequestSpreadsOverBothDevices) {
   EXPECT_GT(p.device(0).counters().bytes, 0u);
   EXPECT_GT(p.device(1).counters().bytes, 0u);
   auto stats = engine->stats();
-  EXPECT_EQ(stats.provider, "soft");
+  EXPECT_EQ(stats.provider, testProviderName());
   EXPECT_EQ(stats.devices.size(), 2u);
   EXPECT_EQ(stats.worker.slices_completed, kBuf / 65536);
   EXPECT_EQ(stats.lcores.size(), 2u);
@@ -142,6 +142,7 @@ TEST_F(SimTransfer, UserRegisteredMemory) {
 }
 
 TEST_F(SimTransfer, FailedSliceRetriesOnAnotherDevice) {
+  TENT_SKIP_UNLESS_SOFT("the fault injector");
   auto* faults = fabric::soft::faultInjector(engine->provider());
   ASSERT_NE(faults, nullptr);
   fabric::soft::FaultRule rule;
@@ -158,6 +159,7 @@ TEST_F(SimTransfer, FailedSliceRetriesOnAnotherDevice) {
 }
 
 TEST_F(SimTransfer, PersistentErrorsFailTheTaskAfterRetries) {
+  TENT_SKIP_UNLESS_SOFT("the fault injector");
   auto* faults = fabric::soft::faultInjector(engine->provider());
   fabric::soft::FaultRule rule;
   rule.every_nth = 1;  // every WR on every device

@@ -2,6 +2,8 @@
 // static inlines or macros, so every entry is a plain function pointer.
 #include "engine/fabric/verbs/verbs_ops.h"
 
+#include <atomic>
+
 namespace tent::fabric {
 
 namespace {
@@ -46,6 +48,19 @@ VerbsOps makeRealOps() noexcept {
 const VerbsOps& realVerbsOps() noexcept {
   static const VerbsOps ops = makeRealOps();
   return ops;
+}
+
+namespace {
+std::atomic<const VerbsOps*> g_override{nullptr};
+}  // namespace
+
+void setVerbsOpsOverride(const VerbsOps* ops) noexcept {
+  g_override.store(ops, std::memory_order_release);
+}
+
+const VerbsOps& activeVerbsOps() noexcept {
+  const VerbsOps* ops = g_override.load(std::memory_order_acquire);
+  return ops != nullptr ? *ops : realVerbsOps();
 }
 
 }  // namespace tent::fabric

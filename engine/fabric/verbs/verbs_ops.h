@@ -50,6 +50,15 @@ struct VerbsOps {
 // The table filled from libibverbs.
 const VerbsOps& realVerbsOps() noexcept;
 
+// Test hook: a table fabric::createProvider() takes instead of realVerbsOps(), for
+// provider verbs and for auto's device count, so an engine built from YAML runs on
+// a fake libibverbs (tests/fabric_verbs/loopback_verbs.h). nullptr restores the
+// real table. Production never sets it. Set it before creating providers; `ops`
+// must outlive every provider created from it.
+void setVerbsOpsOverride(const VerbsOps* ops) noexcept;
+// The override when one is set, otherwise realVerbsOps().
+const VerbsOps& activeVerbsOps() noexcept;
+
 // The factories of verbs_provider.h over a given table (tests pass fakes).
 // `ops` must outlive the provider and everything it creates.
 size_t verbsDeviceCount(const VerbsOps& ops) noexcept;
