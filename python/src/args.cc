@@ -71,7 +71,9 @@ py::array asIntegerArray(py::handle obj, const char* what) {
     raiseInvalid(std::string(what) + ": expected integers, got " + typeName(obj));
   py::array arr;
   try {
-    arr = py::module_::import("numpy").attr("asarray")(obj);
+    static PyObject* asarray =
+        py::object(py::module_::import("numpy").attr("asarray")).release().ptr();
+    arr = py::reinterpret_borrow<py::object>(asarray)(obj);
   } catch (py::error_already_set& e) {
     rethrowAsError(e, what);
   }
@@ -82,6 +84,24 @@ py::array asIntegerArray(py::handle obj, const char* what) {
   if (kind == 'i' && arr.size() > 0 && arr.attr("min")().cast<int64_t>() < 0)
     raiseInvalid(std::string(what) + ": negative value");
   return arr;
+}
+
+U64Column fromSequence(py::handle seq, const char* what) {
+  U64Column c;
+  const Py_ssize_t n = PySequence_Fast_GET_SIZE(seq.ptr());
+  if (n == 0) raiseInvalid(std::string(what) + ": empty");
+  PyObject** items = PySequence_Fast_ITEMS(seq.ptr());
+  c.owned.resize(static_cast<size_t>(n));
+  for (Py_ssize_t i = 0; i < n; ++i) {
+    py::handle item(items[i]);
+    if (!isInteger(item))
+      raiseInvalid(std::string(what) + "[" + std::to_string(i) + "]: expected an int, got " +
+                   typeName(item));
+    c.owned[static_cast<size_t>(i)] = toU64(item, what);
+  }
+  c.data = c.owned.data();
+  c.size = c.owned.size();
+  return c;
 }
 
 }  // namespace
@@ -171,6 +191,7 @@ U64Column toColumn(py::handle obj, const char* what, bool allow_scalar) {
     c.scalar = toU64(obj, what);
     return c;
   }
+  if (PyList_Check(obj.ptr()) || PyTuple_Check(obj.ptr())) return fromSequence(obj, what);
   py::array arr = py::array_t<uint64_t>::check_(obj) ? py::reinterpret_borrow<py::array>(obj)
                                                      : asIntegerArray(obj, what);
   if (arr.ndim() != 1)
@@ -178,10 +199,11 @@ U64Column toColumn(py::handle obj, const char* what, bool allow_scalar) {
                  " dimensions");
   if (arr.size() == 0) raiseInvalid(std::string(what) + ": empty");
   // Borrowed when already contiguous uint64; one vectorised copy otherwise.
-  c.array = py::array_t<uint64_t, py::array::c_style | py::array::forcecast>::ensure(arr);
-  if (!c.array) raiseInvalid(std::string(what) + ": cannot be read as uint64");
-  c.data = c.array.data();
-  c.size = static_cast<size_t>(c.array.size());
+  auto u64 = py::array_t<uint64_t, py::array::c_style | py::array::forcecast>::ensure(arr);
+  if (!u64) raiseInvalid(std::string(what) + ": cannot be read as uint64");
+  c.data = u64.data();
+  c.size = static_cast<size_t>(u64.size());
+  c.array = std::move(u64);
   return c;
 }
 

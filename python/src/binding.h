@@ -10,6 +10,7 @@
 #include <memory>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "tent/status.h"
 #include "tent/transfer_engine.h"
@@ -61,10 +62,19 @@ struct Buffer {
 };
 Buffer toBuffer(py::handle buf, bool writable);
 
-// A 1-D column of uint64 values from a numpy integer array or a list, without a
-// per-element Python object for uint64 arrays (those are borrowed, not copied).
+// A 1-D column of uint64 values: a numpy integer array (a uint64 one is borrowed,
+// not copied), a list or tuple of int (read straight into a vector: no numpy
+// conversion for the one-element lists of per-call APIs), or one int to broadcast.
 struct U64Column {
-  py::array_t<uint64_t, py::array::c_style | py::array::forcecast> array;  // keeps it alive
+  U64Column() = default;
+  U64Column(U64Column&&) = default;  // a moved vector keeps its buffer, so `data` stays valid
+  U64Column& operator=(U64Column&&) = default;
+  U64Column(const U64Column&) = delete;
+  U64Column& operator=(const U64Column&) = delete;
+
+  py::object array;  // the numpy array `data` points into (a py::object: an empty
+                     // py::array_t would allocate an array for nothing)
+  std::vector<uint64_t> owned;
   const uint64_t* data = nullptr;
   size_t size = 0;
   uint64_t scalar = 0;  // broadcast value when `is_scalar`
