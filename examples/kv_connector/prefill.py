@@ -31,7 +31,7 @@ def main():
         engine.register_memory(kv)
         common.say({"segment": engine.segment_name, "kv": kv.ctypes.data})
         decode = common.hear()
-        while (cmd := common.hear()) is not None:  # one phase per "go"
+        while common.hear() is not None:  # one phase per "go"
             timer, before = common.Timer(), engine.stats()
             for r in range(shape["requests"]):
                 write_request(engine, decode, shape, kv, slot_of, r, timer)

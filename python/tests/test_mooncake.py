@@ -7,7 +7,6 @@ import threading
 import numpy as np
 import pytest
 
-import tent
 from conftest import config, pattern, sha, slow_fabric
 from tent.mooncake import P2PHANDSHAKE, TransferEngine, TransferOpcode
 
