@@ -213,6 +213,48 @@ Status checkFitsEal(const std::vector<config::LcoreSpec>& specs, size_t availabl
   return Status::OK();
 }
 
+// The process-wide part of the EAL arguments: all but --lcores, whose layout
+// checkFitsEal() and checkSameLayout() judge on their own.
+std::vector<std::string> processWideArguments(const std::vector<std::string>& args) {
+  std::vector<std::string> out;
+  for (const auto& a : args) {
+    if (a.rfind("--lcores=", 0) != 0) out.push_back(a);
+  }
+  return out;
+}
+
+// EAL keeps the arguments of its one initialisation: a later config that asks for
+// others (memory, hugepages, file prefix, extra args) would silently not get them.
+Status checkSameEal(const config::Config& config) {
+  const std::vector<std::string> have = processWideArguments(process().args);
+  const std::vector<std::string> want = processWideArguments(ealArguments(config));
+  if (want == have) return Status::OK();
+  return Status::FailedPrecondition(
+      config.source + ": eal: DPDK EAL was initialised in this process with '" + joined(have) +
+      "' and cannot be re-initialised; this config asks for '" + joined(want) +
+      "' (give every engine of a process the same eal section)");
+}
+
+// Engines alive at the same time share one runtime, so a second config's lcores
+// (pollers, pinning, idle policy) would silently be replaced by the first one's.
+Status checkSameLayout(const config::Config& config, const std::vector<config::LcoreSpec>& specs,
+                       const Runtime& live) {
+  for (size_t k = 0; k < specs.size(); ++k) {
+    if (specs[k] == live.spec(k)) continue;
+    return Status::FailedPrecondition(
+        config.source + ": lcores[" + std::to_string(k) +
+        "] differs from that of the engine already running in this process; engines alive at "
+        "the same time share the lcores (give them the same lcores section)");
+  }
+  if (specs.size() == live.lcoreCount()) return Status::OK();
+  return Status::FailedPrecondition(
+      config.source + ": lcores: " + std::to_string(specs.size()) +
+      " lcores, but the engine "
+      "already running in this process has " +
+      std::to_string(live.lcoreCount()) +
+      "; engines alive at the same time share the lcores (give them the same lcores section)");
+}
+
 }  // namespace
 
 std::vector<std::string> ealArguments(const config::Config& config) {
@@ -238,10 +280,14 @@ Result<std::shared_ptr<Runtime>> acquireEalRuntime(const config::Config& config,
   EalProcess& p = process();
   std::lock_guard lock(p.mu);
   TENT_RETURN_IF_ERROR(checkCpus(config, specs));
-  if (!p.initialized) TENT_RETURN_IF_ERROR(initEal(config, specs));
+  if (p.initialized)
+    TENT_RETURN_IF_ERROR(checkSameEal(config));
+  else
+    TENT_RETURN_IF_ERROR(initEal(config, specs));
   if (auto live = p.live.lock()) {
-    // Shared: the live runtime's layout and idle policies stay in force.
+    // Shared: only a config with the live runtime's own layout may join it.
     TENT_RETURN_IF_ERROR(checkFitsEal(specs, live->lcoreCount()));
+    TENT_RETURN_IF_ERROR(checkSameLayout(config, specs, *live));
     return live;
   }
   TENT_RETURN_IF_ERROR(checkFitsEal(specs, p.cpus.size()));

@@ -10,7 +10,8 @@ shift || true
 packages=(build-essential meson ninja-build pkg-config
           libibverbs-dev rdma-core libdpdk-dev libtbb-dev libhwloc-dev hwloc
           libyaml-cpp-dev libgtest-dev libgmock-dev nlohmann-json3-dev libssl-dev
-          python3 python3-matplotlib)
+          python3 python3-matplotlib
+          pybind11-dev python3-dev python3-numpy python3-pytest python3-mesonpy python3-yaml)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")

@@ -332,5 +332,44 @@ TEST(EalRuntime, ConfigThatDoesNotFitEalIsAnError) {
   EXPECT_EQ((*fewer)->lcoreCount(), 1u);
 }
 
+// A second engine in the process gets its own config or a clear error: EAL's
+// arguments are fixed at its one initialisation, and engines alive together
+// share the lcores.
+TEST(EalRuntime, ProcessWideSettingsThatDifferAreAnError) {
+  auto first = acquireTwoLcores();
+  ASSERT_NE(first, nullptr);
+  config::Config more_memory = ealConfig(2);
+  more_memory.eal.memory_mb = 128;
+  for (int alive = 1; alive >= 0; --alive) {
+    auto other = Runtime::acquire(more_memory);
+    ASSERT_FALSE(other.ok());
+    EXPECT_EQ(other.status().code(), StatusCode::kFailedPrecondition);
+    EXPECT_NE(other.status().message().find("cannot be re-initialised"), std::string::npos)
+        << other.status().message();
+    EXPECT_NE(other.status().message().find("-m 128"), std::string::npos)
+        << other.status().message();
+    first.reset();  // the EAL arguments stay fixed with no runtime alive too
+  }
+
+  first = acquireTwoLcores();
+  ASSERT_NE(first, nullptr);
+  config::IdlePolicy sleepy;
+  sleepy.sleep_max_us = 1000;
+  auto other_idle = Runtime::acquire(ealConfig(2, sleepy));
+  ASSERT_FALSE(other_idle.ok());
+  EXPECT_NE(other_idle.status().message().find("lcores[0] differs"), std::string::npos)
+      << other_idle.status().message();
+  auto fewer = Runtime::acquire(ealConfig(1));
+  ASSERT_FALSE(fewer.ok());
+  EXPECT_NE(fewer.status().message().find("already running in this process has 2"),
+            std::string::npos)
+      << fewer.status().message();
+
+  first.reset();  // nothing alive: the new layout and idle policy are its own
+  auto own = Runtime::acquire(ealConfig(2, sleepy));
+  ASSERT_TRUE(own.ok()) << own.status().toString();
+  EXPECT_EQ((*own)->spec(0).idle.sleep_max_us, 1000u);
+}
+
 }  // namespace
 }  // namespace tent::lcore

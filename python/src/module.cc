@@ -1,0 +1,173 @@
+// tent._tent: the enums, tent.Request and tent.TransferEngine. The package
+// tent/__init__.py re-exports them; docs/python.md describes the API.
+#include <string>
+
+#include "binding.h"
+#include "engine.h"
+
+namespace tent::python {
+
+namespace {
+
+void bindEnums(py::module_& m) {
+  py::enum_<OpCode>(m, "OpCode").value("READ", OpCode::READ).value("WRITE", OpCode::WRITE);
+  py::enum_<IntentType>(m, "Intent", "Why a request is issued (tent::IntentType).")
+      .value("UNSPEC", IntentType::UNSPEC)
+      .value("FOREGROUND_GET", IntentType::FOREGROUND_GET)
+      .value("BACKGROUND_PREFETCH", IntentType::BACKGROUND_PREFETCH)
+      .value("MIGRATION", IntentType::MIGRATION)
+      .value("CHECKPOINT", IntentType::CHECKPOINT)
+      .value("WEIGHT_LOADING", IntentType::WEIGHT_LOADING);
+  py::enum_<TransferState>(m, "TransferState")
+      .value("INITIAL", TransferState::INITIAL)
+      .value("PENDING", TransferState::PENDING)
+      .value("INVALID", TransferState::INVALID)
+      .value("CANCELED", TransferState::CANCELED)
+      .value("COMPLETED", TransferState::COMPLETED)
+      .value("TIMEOUT", TransferState::TIMEOUT)
+      .value("FAILED", TransferState::FAILED);
+}
+
+Request makeRequest(py::handle opcode, py::handle source, py::handle target,
+                    py::handle target_offset, py::handle length, py::handle intent,
+                    py::handle deadline_ns, py::handle priority) {
+  Request r;
+  r.opcode = toOpCode(opcode);
+  r.source = reinterpret_cast<void*>(toBuffer(source, /*writable=*/false).addr);
+  r.target_id = toU64(target, "target");
+  r.target_offset = toU64(target_offset, "target_offset");
+  r.length = toU64(length, "length");
+  r.intent_type = toIntent(intent);
+  r.deadline_ns = toU64(deadline_ns, "deadline_ns");
+  const uint64_t p = toU64(priority, "priority");
+  if (p > INT32_MAX) raiseInvalid("priority: out of range");
+  r.priority = static_cast<int>(p);
+  return r;
+}
+
+std::string requestRepr(const Request& r) {
+  return "tent.Request(" + std::string(r.opcode == OpCode::READ ? "READ" : "WRITE") +
+         ", source=" + std::to_string(reinterpret_cast<uint64_t>(r.source)) +
+         ", target=" + std::to_string(r.target_id) +
+         ", target_offset=" + std::to_string(r.target_offset) +
+         ", length=" + std::to_string(r.length) +
+         ", intent=" + std::string(toString(r.intent_type)) +
+         ", deadline_ns=" + std::to_string(r.deadline_ns) + ")";
+}
+
+void bindRequest(py::module_& m) {
+  py::class_<Request>(m, "Request", "One transfer: tent::Request.")
+      .def(py::init(&makeRequest), py::arg("opcode"), py::arg("source"), py::arg("target"),
+           py::arg("target_offset"), py::arg("length"), py::arg("intent") = IntentType::UNSPEC,
+           py::arg("deadline_ns") = 0, py::arg("priority") = 0,
+           "source: a local address (int) or a buffer; target: a segment id; deadline_ns: "
+           "absolute, time.monotonic_ns() clock, 0 = none.")
+      .def_property(
+          "opcode", [](const Request& r) { return r.opcode; },
+          [](Request& r, py::handle v) { r.opcode = toOpCode(v); })
+      .def_property(
+          "source", [](const Request& r) { return reinterpret_cast<uint64_t>(r.source); },
+          [](Request& r, py::handle v) {
+            r.source = reinterpret_cast<void*>(toBuffer(v, false).addr);
+          })
+      .def_property(
+          "target", [](const Request& r) { return r.target_id; },
+          [](Request& r, py::handle v) { r.target_id = toU64(v, "target"); })
+      .def_property(
+          "target_offset", [](const Request& r) { return r.target_offset; },
+          [](Request& r, py::handle v) { r.target_offset = toU64(v, "target_offset"); })
+      .def_property(
+          "length", [](const Request& r) { return r.length; },
+          [](Request& r, py::handle v) { r.length = toU64(v, "length"); })
+      .def_property(
+          "intent", [](const Request& r) { return r.intent_type; },
+          [](Request& r, py::handle v) { r.intent_type = toIntent(v); })
+      .def_property(
+          "deadline_ns", [](const Request& r) { return r.deadline_ns; },
+          [](Request& r, py::handle v) { r.deadline_ns = toU64(v, "deadline_ns"); })
+      .def("__repr__", &requestRepr);
+}
+
+void bindMemoryAndSegments(py::class_<Engine>& c) {
+  c.def("allocate_local_memory", &Engine::allocateLocalMemory, py::arg("length"),
+        py::arg("location") = "*", py::arg("access") = "rw",
+        "Engine-allocated memory, registered on every device; returns its address.")
+      .def("free_local_memory", &Engine::freeLocalMemory, py::arg("addr"))
+      .def("register_memory", &Engine::registerMemory, py::arg("buf"),
+           py::arg("length") = py::none(), py::arg("location") = "*", py::arg("access") = "rw",
+           "buf: an int address (length required), a writable contiguous buffer (numpy array, "
+           "memoryview, bytearray; held while registered) or an object with data_ptr(). "
+           "access: 'r', 'w' or 'rw' (what peers may do).")
+      .def("unregister_memory", &Engine::unregisterMemory, py::arg("buf"))
+      .def("open_segment", &Engine::openSegment, py::arg("name"),
+           "Opens a peer's segment by its 'host:port' name; returns its id.")
+      .def("close_segment", &Engine::closeSegment, py::arg("segment"))
+      .def("segment_buffers", &Engine::segmentBuffers, py::arg("segment"),
+           "[{'addr', 'length', 'location'}] of an open segment (LOCAL_SEGMENT_ID: ours).");
+}
+
+void bindTransfers(py::class_<Engine>& c) {
+  c.def("allocate_batch", &Engine::allocateBatch, py::arg("capacity"))
+      .def("free_batch", &Engine::freeBatch, py::arg("batch"))
+      .def("submit", &Engine::submit, py::arg("batch"), py::arg("requests"))
+      .def("get_transfer_status", &Engine::getTransferStatus, py::arg("batch"), py::arg("task"),
+           "(tent.TransferState, transferred bytes) of one task; does not wait.")
+      .def("get_batch_status", &Engine::getBatchStatus, py::arg("batch"))
+      .def("wait", &Engine::wait, py::arg("batch"), py::arg("task"), py::arg("timeout_s") = 30.0,
+           "Waits until the task leaves PENDING: (state, bytes); tent.Error Timeout after "
+           "timeout_s.")
+      .def("wait_batch", &Engine::waitBatch, py::arg("batch"), py::arg("timeout_s") = 30.0,
+           "Waits for every task of the batch: (first failure or COMPLETED, total bytes).")
+      .def("cancel", &Engine::cancel, py::arg("batch"), py::arg("task"))
+      .def("transfer_sync", &Engine::transferSync, py::arg("target"), py::arg("opcode"),
+           py::arg("local_addrs"), py::arg("remote_addrs"), py::arg("lengths"),
+           py::arg("intent") = IntentType::UNSPEC, py::arg("deadline_us") = 0,
+           py::arg("timeout_s") = 30.0,
+           "Moves every row and waits; returns the bytes moved, raises tent.Error when a task "
+           "did not complete. Columns: numpy uint64 arrays (borrowed) or lists; lengths may be "
+           "one int. target: a segment id or name. deadline_us: relative to the call, 0 = none.")
+      .def("transfer_async", &Engine::transferAsync, py::arg("target"), py::arg("opcode"),
+           py::arg("local_addrs"), py::arg("remote_addrs"), py::arg("lengths"),
+           py::arg("intent") = IntentType::UNSPEC, py::arg("deadline_us") = 0,
+           "As transfer_sync without the wait: returns the batch (task i = row i); wait with "
+           "wait_batch(), then free_batch().")
+      .def("stats", &Engine::stats, "Every field of tent::EngineStats, as a dict.");
+}
+
+void bindEngine(py::module_& m) {
+  py::class_<Engine> c(m, "TransferEngine",
+                       "A tent engine. config: None (TENT_CONFIG or defaults), a dict, YAML text "
+                       "or a YAML file path.");
+  c.def(py::init<py::handle>(), py::arg("config") = py::none())
+      .def_property_readonly("segment_name", &Engine::segmentName,
+                             "This engine's segment name, 'host:port' of its listener.")
+      .def_property_readonly("closed", &Engine::closed)
+      .def("close", &Engine::close)
+      .def("__enter__", [](py::object self) { return self; })
+      .def("__exit__", [](Engine& e, py::args) {
+        e.close();
+        return false;
+      });
+  bindMemoryAndSegments(c);
+  bindTransfers(c);
+}
+
+void initModule(py::module_& m) {
+  m.doc() = "tent native module; import the package `tent` instead.";
+  initErrors();
+  initForkGuard();
+  bindEnums(m);
+  bindRequest(m);
+  bindEngine(m);
+  m.attr("LOCAL_SEGMENT_ID") = LOCAL_SEGMENT_ID;
+  m.def("_stats_field_counts", &statsFieldCounts);
+  // Engines still open at exit are closed while the interpreter is whole.
+  py::module_::import("atexit").attr("register")(py::cpp_function(&Engine::closeAll));
+}
+
+}  // namespace
+}  // namespace tent::python
+
+PYBIND11_MODULE(_tent, m) {
+  tent::python::initModule(m);
+}

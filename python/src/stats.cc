@@ -1,0 +1,148 @@
+// EngineStats -> dict, in one place: each struct lists its fields once, in the
+// order of transfer_engine.h, so a field added to EngineStats is one line here.
+// statsFieldCounts() counts the C++ fields, and the stats test compares them with
+// the dict, so a field that was forgotten fails a test rather than going missing.
+#include <concepts>
+#include <cstddef>
+#include <map>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "binding.h"
+
+namespace tent::python {
+
+namespace {
+
+template <std::integral T>
+py::object toPy(T v) {
+  return py::int_(v);
+}
+py::object toPy(const std::string& v);
+template <typename T>
+py::object toPy(const std::vector<T>& v);
+template <typename T>
+py::object toPy(const std::map<std::string, T>& m);
+py::object toPy(const LcoreStatsView& s);
+py::object toPy(const WorkerPathStats& s);
+py::object toPy(const DirectPathStats& s);
+py::object toPy(const DeadlineStats& s);
+py::object toPy(const ResourceStats& s);
+py::object toPy(const ControlStats& s);
+
+// Builds one dict: Fields()("name", value)("other", value)...
+class Fields {
+ public:
+  template <typename T>
+  Fields& operator()(const char* name, const T& value) {
+    dict_[name] = toPy(value);
+    return *this;
+  }
+  py::dict dict() const { return dict_; }
+
+ private:
+  py::dict dict_;
+};
+
+py::object toPy(const std::string& v) {
+  return py::str(v);
+}
+
+template <typename T>
+py::object toPy(const std::vector<T>& v) {
+  py::list out;
+  for (const T& item : v) out.append(toPy(item));
+  return out;
+}
+
+template <typename T>
+py::object toPy(const std::map<std::string, T>& m) {
+  py::dict out;
+  for (const auto& [key, value] : m) out[py::str(key)] = toPy(value);
+  return out;
+}
+
+py::object toPy(const LcoreStatsView& s) {
+  return Fields()("lcore", s.lcore)("cpu", s.cpu)("pollers", s.pollers)(
+             "busy_cycles", s.busy_cycles)("idle_cycles", s.idle_cycles)
+      .dict();
+}
+
+py::object toPy(const WorkerPathStats& s) {
+  return Fields()("tasks", s.tasks)("slices_posted", s.slices_posted)(
+             "slices_completed", s.slices_completed)("slice_errors", s.slice_errors)(
+             "slice_retries", s.slice_retries)("foreground_fallback_slices",
+                                               s.foreground_fallback_slices)
+      .dict();
+}
+
+py::object toPy(const DirectPathStats& s) {
+  return Fields()("lanes_in_use", s.lanes_in_use)("attempted", s.attempted)(
+             "succeeded", s.succeeded)("fallback_lane_busy", s.fallback_lane_busy)(
+             "fallback_endpoint_not_ready", s.fallback_endpoint_not_ready)(
+             "fallback_unresolvable", s.fallback_unresolvable)("fallback_over_size_cap",
+                                                               s.fallback_over_size_cap)(
+             "fallback_mode_off", s.fallback_mode_off)("post_failures", s.post_failures)(
+             "completion_errors", s.completion_errors)("timeouts", s.timeouts)(
+             "latency_histogram_ns", s.latency_histogram_ns)
+      .dict();
+}
+
+py::object toPy(const DeadlineStats& s) {
+  return Fields()("expired_at_submit", s.expired_at_submit)("missed", s.missed).dict();
+}
+
+py::object toPy(const ResourceStats& s) {
+  return Fields()("endpoints_live", s.endpoints_live)("endpoints_retired", s.endpoints_retired)(
+             "qps_live", s.qps_live)("qps_per_device", s.qps_per_device)(
+             "reconnects", s.reconnects)("evictions", s.evictions)
+      .dict();
+}
+
+py::object toPy(const ControlStats& s) {
+  return Fields()("connections_open", s.connections_open)(
+             "connections_refused", s.connections_refused)("auth_failures", s.auth_failures)(
+             "frames_rejected", s.frames_rejected)("deadline_closures", s.deadline_closures)
+      .dict();
+}
+
+// Counts an aggregate's direct members: the most initialisers T{...} accepts.
+// Converting to T& (not T) keeps std::string members from being ambiguous.
+struct AnyField {
+  template <typename T>
+  operator T&() const;  // NOLINT(google-explicit-constructor): unevaluated only
+};
+
+template <typename T, typename... Fs>
+constexpr size_t fieldCount() {
+  if constexpr (requires { T{std::declval<Fs>()..., AnyField{}}; })
+    return fieldCount<T, Fs..., AnyField>();
+  else
+    return sizeof...(Fs);
+}
+
+}  // namespace
+
+py::dict statsToDict(const EngineStats& s) {
+  return Fields()("provider", s.provider)("link_model", s.link_model)("devices", s.devices)(
+             "lcores", s.lcores)("worker", s.worker)("direct", s.direct)("deadlines", s.deadlines)(
+             "resources", s.resources)("control", s.control)(
+             "bytes_transferred", s.bytes_transferred)("bytes_per_device", s.bytes_per_device)(
+             "bytes_per_intent", s.bytes_per_intent)
+      .dict();
+}
+
+py::dict statsFieldCounts() {
+  py::dict d;
+  d["EngineStats"] = fieldCount<EngineStats>();
+  d["lcores"] = fieldCount<LcoreStatsView>();
+  d["worker"] = fieldCount<WorkerPathStats>();
+  d["direct"] = fieldCount<DirectPathStats>();
+  d["deadlines"] = fieldCount<DeadlineStats>();
+  d["resources"] = fieldCount<ResourceStats>();
+  d["control"] = fieldCount<ControlStats>();
+  return d;
+}
+
+}  // namespace tent::python

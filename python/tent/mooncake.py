@@ -1,0 +1,409 @@
+"""A drop-in for ``mooncake.engine.TransferEngine`` on top of tent.
+
+Same method names, argument order and return codes as Mooncake's Python engine
+(P2P handshake metadata: targets are ``host:port`` segment names)::
+
+    from tent.mooncake import TransferEngine   # instead of: from mooncake.engine import ...
+    engine = TransferEngine()
+    engine.initialize("10.0.0.1", "P2PHANDSHAKE", "rdma", "mlx5_0,mlx5_1")
+    session = f"10.0.0.1:{engine.get_rpc_port()}"
+
+Failures return Mooncake's codes (-1, or 0 for the batch async calls) and are
+logged on the ``tent.mooncake`` logger; ``last_error`` keeps the last message.
+The transfer calls take optional keywords ``intent=`` (a ``tent.Intent`` or its
+name) and ``deadline_us=`` that select tent's direct path; without them the
+behaviour is Mooncake's. docs/python.md has the method-by-method table.
+"""
+
+import copy
+import ctypes
+import functools
+import itertools
+import logging
+import operator
+import os
+import socket
+import threading
+import time
+
+import tent
+
+P2PHANDSHAKE = "P2PHANDSHAKE"
+TransferOpcode = tent.OpCode  # Mooncake's TransferOpcode.READ / .WRITE
+
+_log = logging.getLogger("tent.mooncake")
+_FAILURES = (tent.Error, TypeError, ValueError, OverflowError, KeyError, IndexError)
+
+
+def _transfer_timeout_s():
+    """Mooncake's MC_TRANSFER_TIMEOUT: seconds, at least 5, default 30."""
+    try:
+        return max(5, int(os.environ.get("MC_TRANSFER_TIMEOUT", "30")))
+    except ValueError:
+        return 30
+
+
+def _returns(failure):
+    """Runs a method, turning a failure into Mooncake's return code `failure`."""
+
+    def wrap(method):
+        @functools.wraps(method)
+        def call(self, *args, **kwargs):
+            try:
+                return method(self, *args, **kwargs)
+            except _FAILURES as e:
+                self.last_error = f"{method.__name__}: {e}"
+                _log.warning("%s", self.last_error)
+                return failure
+
+        return call
+
+    return wrap
+
+
+def _merge(base, override):
+    """`base` with `override`'s keys put in, recursively (both dicts)."""
+    out = copy.deepcopy(base)
+    for key, value in override.items():
+        if isinstance(value, dict) and isinstance(out.get(key), dict):
+            out[key] = _merge(out[key], value)
+        else:
+            out[key] = value
+    return out
+
+
+def _config_dict(config):
+    """A tent config (dict, YAML text or file path; None: TENT_CONFIG) as a dict."""
+    if config is None:
+        config = os.environ.get("TENT_CONFIG") or {}
+    if isinstance(config, dict):
+        return config
+    import yaml  # python3-yaml; only for a config given as YAML
+
+    text = config if "\n" in config or ": " in config else open(config).read()
+    return yaml.safe_load(text) or {}
+
+
+def _listen_settings(local_hostname):
+    """bootstrap keys for Mooncake's local_hostname: 'host[:port]', no port = any port."""
+    host, port = local_hostname, "0"
+    if host.startswith("["):
+        raise tent.Error("InvalidArgument", "local_hostname: IPv6 is not supported by tent's listener")
+    if host.count(":") == 1:
+        host, port = host.split(":")
+    ip = socket.gethostbyname(host)  # the listener takes IPv4 addresses
+    settings = {"listen": f"{ip}:{port}"}
+    if ip != host:
+        settings["advertise_host"] = host  # peers name this segment by the host they know
+    return settings
+
+
+def _length(n):
+    n = operator.index(n)
+    if n < 0:
+        raise ValueError(f"length {n} is negative")
+    return n
+
+
+class _Batch:
+    def __init__(self, batch, tasks, timeout_s):
+        self.batch = batch
+        self.tasks = tasks
+        self.deadline = time.monotonic() + timeout_s
+
+
+class TransferEngine:
+    """Mooncake's Python TransferEngine, backed by a tent engine.
+
+    ``config`` (not in Mooncake) is a tent config (dict, YAML text or path; None:
+    ``TENT_CONFIG``) that initialize() completes with the listener and devices.
+    """
+
+    def __init__(self, config=None):
+        self._config = config
+        self._engine = None
+        self._batches = {}
+        self._handles = itertools.count(1)
+        self._lock = threading.Lock()
+        self._timeout_s = _transfer_timeout_s()
+        self.last_error = ""
+
+    # ---- set-up ------------------------------------------------------------------
+
+    @_returns(-1)
+    def initialize(self, local_hostname, metadata_server, protocol, device_name):
+        if self._engine is not None:
+            raise tent.Error("FailedPrecondition", "already initialized")
+        if metadata_server != P2PHANDSHAKE:
+            raise tent.Error(
+                "NotSupported",
+                f"metadata_server {metadata_server!r}: tent.mooncake supports only "
+                f"{P2PHANDSHAKE!r} (peer-to-peer: segments are named host:port); etcd, "
+                "redis and http metadata servers are not implemented")
+        if protocol != "rdma":
+            raise tent.Error(
+                "NotSupported",
+                f"protocol {protocol!r}: tent moves bytes over RDMA only (verbs, or its soft "
+                "emulation where no NIC exists); use 'rdma'")
+        base = _config_dict(self._config)
+        override = {"bootstrap": _listen_settings(local_hostname)}
+        devices = [d.strip() for d in device_name.split(",") if d.strip()]
+        if devices:
+            fabric = {"verbs": {"devices": devices}}
+            if not base.get("fabric", {}).get("soft", {}).get("devices"):
+                fabric["soft"] = {"devices": [{"name": d} for d in devices]}
+            override["fabric"] = fabric
+        self._engine = tent.TransferEngine(_merge(base, override))
+        return 0
+
+    @_returns(-1)
+    def initialize_ext(self, local_hostname, metadata_server, protocol, device_name,
+                       metadata_type):
+        return self.initialize(local_hostname, metadata_server, protocol, device_name)
+
+    def get_engine(self):
+        """The tent.TransferEngine underneath (Mooncake: its inner engine)."""
+        return self._engine
+
+    @_returns(-1)
+    def get_rpc_port(self):
+        return int(self._native().segment_name.rsplit(":", 1)[1])
+
+    def close(self):
+        """Closes the tent engine (not in Mooncake, whose engine closes when dropped)."""
+        if self._engine is not None:
+            self._engine.close()
+
+    # ---- memory ------------------------------------------------------------------
+
+    @_returns(0)
+    def allocate_managed_buffer(self, length):
+        return self._native().allocate_local_memory(length)
+
+    @_returns(-1)
+    def free_managed_buffer(self, buffer_addr, length):
+        self._native().free_local_memory(buffer_addr)
+        return 0
+
+    @_returns(-1)
+    def register_memory(self, buffer_addr, capacity, location="*"):
+        self._native().register_memory(buffer_addr, capacity, location)
+        return 0
+
+    @_returns(-1)
+    def unregister_memory(self, buffer_addr):
+        self._native().unregister_memory(buffer_addr)
+        return 0
+
+    @_returns(-1)
+    def batch_register_memory(self, buffer_addresses, capacities, location="*"):
+        if len(buffer_addresses) != len(capacities):
+            raise ValueError("buffer_addresses and capacities differ in length")
+        engine, done = self._native(), []
+        try:
+            for addr, length in zip(buffer_addresses, capacities):
+                engine.register_memory(addr, length, location)
+                done.append(addr)
+        except _FAILURES:
+            for addr in done:  # all or nothing
+                engine.unregister_memory(addr)
+            raise
+        return 0
+
+    @_returns(-1)
+    def batch_unregister_memory(self, buffer_addresses):
+        failed = []
+        for addr in buffer_addresses:
+            try:
+                self._native().unregister_memory(addr)
+            except tent.Error as e:
+                failed.append(f"{addr:#x}: {e}")
+        if failed:
+            raise tent.Error("NotFound", "; ".join(failed))
+        return 0
+
+    @_returns(-1)
+    def write_bytes_to_buffer(self, dest_address, src_ptr, length):
+        data = bytes(memoryview(src_ptr))  # bytes-like only: bytes(5) would be five zeros
+        length = _length(length)
+        if length > len(data):
+            raise ValueError(f"length {length} is more than the {len(data)} bytes given")
+        self._check_local(dest_address, length)
+        ctypes.memmove(dest_address, data, length)
+        return 0
+
+    @_returns(b"")
+    def read_bytes_from_buffer(self, source_address, length):
+        length = _length(length)
+        self._check_local(source_address, length)
+        return ctypes.string_at(source_address, length)
+
+    # ---- peers -------------------------------------------------------------------
+
+    @_returns(0)
+    def get_first_buffer_address(self, segment_name):
+        engine = self._native()
+        buffers = engine.segment_buffers(engine.open_segment(segment_name))
+        if not buffers and segment_name != engine.segment_name:
+            buffers = engine.segment_buffers(self._reopen(segment_name))  # fetch it afresh
+        return buffers[0]["addr"] if buffers else 0
+
+    @_returns(-1)
+    def send_probe(self, peer_server_name):
+        """Brings a failed session back: closes the segment and opens it again.
+
+        Opening fetches the peer's descriptor over its control listener, so this is
+        also a reachability probe: -1 when the peer does not answer. Transfers still
+        in flight to that peer fail (its endpoints are reset).
+        """
+        self._reopen(peer_server_name)
+        return 0
+
+    # ---- transfers ---------------------------------------------------------------
+
+    @_returns(-1)
+    def transfer_sync_write(self, target_hostname, buffer, peer_buffer_address, length,
+                            transport_hint="", *, intent=None, deadline_us=0):
+        return self._sync(target_hostname, tent.OpCode.WRITE, [buffer], [peer_buffer_address],
+                          [length], intent, deadline_us)
+
+    @_returns(-1)
+    def transfer_sync_read(self, target_hostname, buffer, peer_buffer_address, length,
+                           transport_hint="", *, intent=None, deadline_us=0):
+        return self._sync(target_hostname, tent.OpCode.READ, [buffer], [peer_buffer_address],
+                          [length], intent, deadline_us)
+
+    @_returns(-1)
+    def transfer_sync(self, target_hostname, buffer, peer_buffer_address, length, opcode,
+                      notify=None, transport_hint="", *, intent=None, deadline_us=0):
+        self._no_notify(notify)
+        return self._sync(target_hostname, opcode, [buffer], [peer_buffer_address], [length],
+                          intent, deadline_us)
+
+    @_returns(-1)
+    def batch_transfer_sync_write(self, target_hostname, buffers, peer_buffer_addresses,
+                                  lengths, transport_hint="", *, intent=None, deadline_us=0):
+        return self._sync(target_hostname, tent.OpCode.WRITE, buffers, peer_buffer_addresses,
+                          lengths, intent, deadline_us)
+
+    @_returns(-1)
+    def batch_transfer_sync_read(self, target_hostname, buffers, peer_buffer_addresses,
+                                 lengths, transport_hint="", *, intent=None, deadline_us=0):
+        return self._sync(target_hostname, tent.OpCode.READ, buffers, peer_buffer_addresses,
+                          lengths, intent, deadline_us)
+
+    @_returns(-1)
+    def batch_transfer_sync(self, target_hostname, buffers, peer_buffer_addresses, lengths,
+                            opcode, notify=None, transport_hint="", *, intent=None,
+                            deadline_us=0):
+        self._no_notify(notify)
+        return self._sync(target_hostname, opcode, buffers, peer_buffer_addresses, lengths,
+                          intent, deadline_us)
+
+    @_returns(0)
+    def batch_transfer_async_write(self, target_hostname, buffers, peer_buffer_addresses,
+                                   lengths, transport_hint="", *, intent=None, deadline_us=0):
+        return self._async(target_hostname, tent.OpCode.WRITE, buffers, peer_buffer_addresses,
+                           lengths, intent, deadline_us)
+
+    @_returns(0)
+    def batch_transfer_async_read(self, target_hostname, buffers, peer_buffer_addresses,
+                                  lengths, transport_hint="", *, intent=None, deadline_us=0):
+        return self._async(target_hostname, tent.OpCode.READ, buffers, peer_buffer_addresses,
+                           lengths, intent, deadline_us)
+
+    @_returns(0)
+    def batch_transfer_async(self, target_hostname, buffers, peer_buffer_addresses, lengths,
+                             opcode, transport_hint="", *, intent=None, deadline_us=0):
+        return self._async(target_hostname, opcode, buffers, peer_buffer_addresses, lengths,
+                           intent, deadline_us)
+
+    @_returns(-1)
+    def transfer_submit_write(self, target_hostname, buffer, peer_buffer_address, length,
+                              transport_hint="", *, intent=None, deadline_us=0):
+        return self._async(target_hostname, tent.OpCode.WRITE, [buffer], [peer_buffer_address],
+                           [length], intent, deadline_us)
+
+    @_returns(-1)
+    def get_batch_transfer_status(self, batch_ids):
+        """Waits for the batches: 0 when every one completed, -1 otherwise (all freed)."""
+        batches = [self._take(b) for b in batch_ids]
+        ok = all(b is not None for b in batches)
+        for b in batches:
+            if b is None:
+                continue
+            if ok:
+                remaining = max(0.0, b.deadline - time.monotonic())
+                try:
+                    state, _ = self._native().wait_batch(b.batch, remaining)
+                    ok = state == tent.TransferState.COMPLETED
+                except tent.Error as e:
+                    self.last_error = f"get_batch_transfer_status: {e}"
+                    ok = False
+            self._native().free_batch(b.batch)
+        return 0 if ok else -1
+
+    @_returns(-1)
+    def transfer_check_status(self, batch_id):
+        """1 completed, 0 running, -1 failed (or unknown batch), -2 timed out."""
+        with self._lock:
+            b = self._batches.get(batch_id)
+        if b is None:
+            raise tent.Error("NotFound", f"batch {batch_id} is unknown or already finished")
+        state, _ = self._native().get_transfer_status(b.batch, 0)
+        if state == tent.TransferState.PENDING:
+            return 0
+        self._take(batch_id)
+        self._native().free_batch(b.batch)
+        if state == tent.TransferState.COMPLETED:
+            return 1
+        return -2 if state == tent.TransferState.TIMEOUT else -1
+
+    # ---- helpers -----------------------------------------------------------------
+
+    def _native(self):
+        if self._engine is None:
+            raise tent.Error("FailedPrecondition", "not initialized: call initialize() first")
+        return self._engine
+
+    def _timeout_for(self, lengths):
+        # Mooncake: MC_TRANSFER_TIMEOUT plus one second per GiB.
+        total = int(lengths.sum()) if hasattr(lengths, "sum") else sum(lengths)
+        return self._timeout_s + total / 2**30
+
+    def _sync(self, target, opcode, local, remote, lengths, intent, deadline_us):
+        self._native().transfer_sync(target, opcode, local, remote, lengths, intent=intent,
+                                     deadline_us=deadline_us,
+                                     timeout_s=self._timeout_for(lengths))
+        return 0
+
+    def _async(self, target, opcode, local, remote, lengths, intent, deadline_us):
+        batch = self._native().transfer_async(target, opcode, local, remote, lengths,
+                                              intent=intent, deadline_us=deadline_us)
+        handle = next(self._handles)
+        with self._lock:
+            self._batches[handle] = _Batch(batch, len(local), self._timeout_for(lengths))
+        return handle
+
+    def _take(self, handle):
+        with self._lock:
+            return self._batches.pop(handle, None)
+
+    def _reopen(self, name):
+        engine = self._native()
+        engine.close_segment(engine.open_segment(name))
+        return engine.open_segment(name)
+
+    def _check_local(self, addr, length):
+        """Raw reads and writes only inside this engine's registered memory."""
+        addr = operator.index(addr)
+        for b in self._native().segment_buffers(tent.LOCAL_SEGMENT_ID):
+            if b["addr"] <= addr and addr + length <= b["addr"] + b["length"]:
+                return
+        raise tent.Error("InvalidArgument",
+                         f"[{addr:#x}, +{length}) is not inside memory registered with this engine")
+
+    @staticmethod
+    def _no_notify(notify):
+        if notify is not None:
+            raise tent.Error("NotSupported", "notify: transfer notifications are not implemented")

@@ -1,0 +1,55 @@
+"""The peer process of the pytest suite: a tent engine with three buffers.
+
+    python3 peer.py CONFIG_JSON SIZE
+
+Buffers, each SIZE bytes with a seeded pattern: "alloc" (allocate_local_memory),
+"numpy" (a registered numpy array) and "readonly" (a numpy array peers may only
+read, access "r"). Prints one JSON line {"segment", "size", "<buffer>": address}
+and then answers commands on stdin until it closes:
+    sum NAME OFFSET LENGTH   -> sha256 hex of those bytes, as this process sees them
+    fill NAME SEED           -> refills the buffer with the pattern of SEED; "ok"
+"""
+
+import ctypes
+import hashlib
+import json
+import sys
+
+import numpy as np
+
+import tent
+
+
+def pattern(size, seed):
+    return np.random.default_rng(seed).integers(0, 256, size, dtype=np.uint8)
+
+
+def main():
+    config, size = json.loads(sys.argv[1]), int(sys.argv[2])
+    with tent.TransferEngine(config) as engine:
+        alloc = engine.allocate_local_memory(size)
+        views = {
+            "alloc": np.ctypeslib.as_array((ctypes.c_uint8 * size).from_address(alloc)),
+            "numpy": np.empty(size, dtype=np.uint8),
+            "readonly": np.empty(size, dtype=np.uint8),
+        }
+        engine.register_memory(views["numpy"])
+        engine.register_memory(views["readonly"], access="r")
+        for seed, view in enumerate(views.values()):
+            view[:] = pattern(size, seed)
+        ready = {"segment": engine.segment_name, "size": size}
+        ready.update({name: view.ctypes.data for name, view in views.items()})
+        print(json.dumps(ready), flush=True)
+        for line in sys.stdin:
+            cmd, name, *args = line.split()
+            view = views[name]
+            if cmd == "sum":
+                off, length = int(args[0]), int(args[1])
+                print(hashlib.sha256(view[off:off + length]).hexdigest(), flush=True)
+            elif cmd == "fill":
+                view[:] = pattern(size, int(args[0]))
+                print("ok", flush=True)
+
+
+if __name__ == "__main__":
+    main()
