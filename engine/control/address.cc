@@ -63,7 +63,7 @@ Result<SocketAddress> resolve(const std::string& host, uint16_t port) {
   return a;
 }
 
-Result<int> listenOn(const std::string& host, uint16_t port, int backlog, uint16_t* bound_port) {
+Result<SocketAddress> resolveNumeric(const std::string& host, uint16_t port) {
   SocketAddress a;
   sockaddr_in v4{};
   sockaddr_in6 v6{};
@@ -77,6 +77,17 @@ Result<int> listenOn(const std::string& host, uint16_t port, int backlog, uint16
     v6.sin6_port = htons(port);
     std::memcpy(&a.storage, &v6, sizeof v6);
     a.length = sizeof v6;
+  } else {
+    return Status::NotFound("'" + host + "' is not a numeric address");
+  }
+  return a;
+}
+
+Result<int> listenOn(const std::string& host, uint16_t port, int backlog, uint16_t* bound_port) {
+  auto numeric = resolveNumeric(host, port);
+  SocketAddress a;
+  if (numeric.ok()) {
+    a = *numeric;
   } else {
     TENT_ASSIGN_OR_RETURN(a, resolve(host, port));
   }

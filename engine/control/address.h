@@ -24,6 +24,8 @@ struct SocketAddress {
 };
 // getaddrinfo (blocking: callers run it off the event loop, once per name).
 Result<SocketAddress> resolve(const std::string& host, uint16_t port);
+// A numeric IPv4/IPv6 address only (never blocks); NotFound for a name.
+Result<SocketAddress> resolveNumeric(const std::string& host, uint16_t port);
 
 // A bound, listening, non-blocking socket; `*bound_port` is the port it got.
 Result<int> listenOn(const std::string& host, uint16_t port, int backlog, uint16_t* bound_port);

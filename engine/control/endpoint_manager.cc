@@ -26,6 +26,7 @@ EndpointManager::EndpointManager(ControlPlane& plane)
     : plane_(plane),
       sieve_(plane.deps().contexts.size()),
       per_owner_(plane.deps().contexts.size()),
+      retiring_(plane.deps().contexts.size()),
       per_context_(plane.deps().contexts.size(), 0),
       rng_(std::random_device{}()) {
   const uint32_t n = static_cast<uint32_t>(plane.deps().background_pollers.size());
@@ -103,17 +104,26 @@ void EndpointManager::connect(EndpointSlot& slot) {
                    [this, t](Result<ClientSession::Reply> r) { onReply(t, std::move(r)); });
 }
 
+bool EndpointManager::room(uint32_t c, uint32_t owner) const {
+  auto it = per_owner_[c].find(owner);
+  const uint32_t mine = it == per_owner_[c].end() ? 0 : it->second;
+  return mine < per_poller_cap_ && per_context_[c] < plane_.config().endpoints.max_per_context;
+}
+
 bool EndpointManager::admit(EndpointSlot& slot) {
   const uint32_t c = slot.context;
-  if (per_owner_[c][slot.owner] < per_poller_cap_ &&
-      per_context_[c] < plane_.config().endpoints.max_per_context)
-    return true;
-  if (RdmaEndPoint* victim = sieveVictim(c, slot.owner)) {
-    if (EndpointSlot* vs = slotOf(*victim)) retire(*vs, victim, /*evicted=*/true);
-    setState(slot, SlotState::kConnecting);  // lookups wait; step() connects it once room is free
+  if (room(c, slot.owner)) return true;
+  auto wait = [&] {  // lookups wait; step() connects it once an endpoint is freed
+    setState(slot, SlotState::kConnecting);
     waiting_.push_back(&slot);
     plane_.armReclaim();
     return false;
+  };
+  // An endpoint of this poller is on its way out already: its room comes shortly.
+  if (retiring_[c][slot.owner] > 0) return wait();
+  if (RdmaEndPoint* victim = sieveVictim(c, slot.owner)) {
+    if (EndpointSlot* vs = slotOf(*victim)) retire(*vs, victim, /*evicted=*/true);
+    return wait();
   }
   backoff(slot, Status::ResourceExhausted(
                     "device " + plane_.deps().contexts[c]->name() + ": all " +
@@ -210,6 +220,7 @@ void EndpointManager::retire(EndpointSlot& slot, RdmaEndPoint* ep, bool evicted)
   }
   auto& r = plane_.resources();
   all_[ep].retired = true;
+  ++retiring_[slot.context][all_[ep].owner];
   r.endpoints_live.fetch_sub(1, std::memory_order_relaxed);
   r.endpoints_retired.fetch_add(1, std::memory_order_relaxed);
   if (evicted) r.evictions.fetch_add(1, std::memory_order_relaxed);
@@ -271,6 +282,7 @@ void EndpointManager::free(RdmaEndPoint* ep) {
   --per_context_[c];
   --per_owner_[c][t.owner];
   auto& r = plane_.resources();
+  if (t.retired) --retiring_[c][t.owner];
   (t.retired ? r.endpoints_retired : r.endpoints_live).fetch_sub(1, std::memory_order_relaxed);
   r.qps[c].fetch_sub(t.qps, std::memory_order_relaxed);
   in_sieve_.erase(ep);
@@ -303,6 +315,10 @@ void EndpointManager::step() {
   auto waiting = std::move(waiting_);
   waiting_.clear();
   for (EndpointSlot* slot : waiting) {
+    if (!room(slot->context, slot->owner) && retiring_[slot->context][slot->owner] > 0) {
+      waiting_.push_back(slot);  // still being freed
+      continue;
+    }
     setState(*slot, SlotState::kIdle);
     connect(*slot);
   }

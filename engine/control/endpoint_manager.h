@@ -47,6 +47,7 @@ class EndpointManager {
   };
   void connect(rdma::EndpointSlot& slot);
   bool admit(rdma::EndpointSlot& slot);
+  bool room(uint32_t context, uint32_t owner) const;
   rdma::RdmaEndPoint* sieveVictim(uint32_t context, uint32_t owner);
   void onReply(const Ticket& t, Result<ClientSession::Reply> reply);
   void publish(rdma::EndpointSlot& slot, rdma::RdmaEndPoint* ep);
@@ -74,6 +75,7 @@ class EndpointManager {
   std::vector<std::unordered_map<uint32_t, Sieve>> sieve_;
   std::unordered_map<rdma::RdmaEndPoint*, std::list<rdma::RdmaEndPoint*>::iterator> in_sieve_;
   std::vector<std::unordered_map<uint32_t, uint32_t>> per_owner_;  // existing endpoints
+  std::vector<std::unordered_map<uint32_t, uint32_t>> retiring_;   // of those, being freed
   std::vector<uint32_t> per_context_;
   struct Draining {
     rdma::RdmaEndPoint* ep;

@@ -2,16 +2,69 @@
 
 #include <algorithm>
 
+#include "engine/control/address.h"
 #include "engine/control/control_plane.h"
+#include "engine/control/one_shot.h"
+#include "engine/metadata/segment_descriptor.h"
 #include "engine/rdma/rdma_context.h"
 #include "tent/log.h"
 
 namespace tent::control {
 
 PassiveEndpoints::~PassiveEndpoints() {
+  *alive_ = false;
+  for (auto& [who, timer] : probes_) plane_.loop().cancelTimer(timer);
   for (auto& [id, list] : by_session_)
     for (auto& p : list) drop(p);
   for (auto& p : one_shot_) drop(p);
+}
+
+void PassiveEndpoints::scheduleProbe(const Initiator& who) {
+  if (probes_.count(who)) return;
+  const uint64_t every = uint64_t{plane_.config().bootstrap.keepalive_ms} * 1'000'000;
+  probes_[who] = plane_.loop().addTimer(monotonicNowNs() + every, [this, who] { probe(who); });
+}
+
+void PassiveEndpoints::probe(const Initiator& who) {
+  probes_.erase(who);
+  std::string host;
+  uint16_t port = 0;
+  // Only numeric addresses: the loop never blocks on a name lookup. A named initiator
+  // is not probed; its endpoints go by the pool's cap and replacement rules.
+  auto address = splitHostPort(who.first, &host, &port).ok()
+                     ? resolveNumeric(host, port)
+                     : Result<SocketAddress>(Status::NotFound(""));
+  if (!address.ok()) return;
+  const uint64_t timeout = uint64_t{plane_.config().bootstrap.io_timeout_ms} * 1'000'000;
+  std::weak_ptr<bool> alive = alive_;
+  OneShotRequest::start(plane_.loop(), *address, metadata::FrameType::kGetDescriptor, {}, timeout,
+                        plane_.counters(), [this, alive, who](auto r) {
+                          if (alive.expired() || !*alive.lock()) return;
+                          bool same = false;
+                          if (r.ok() && r->first == metadata::FrameType::kDescriptor) {
+                            auto d = metadata::parseDescriptor(r->second);
+                            same = d.ok() && d->instance == who.second;
+                          }
+                          onProbe(who, same);
+                        });
+}
+
+void PassiveEndpoints::onProbe(const Initiator& who, bool alive) {
+  bool any = false;
+  for (auto it = one_shot_.begin(); it != one_shot_.end();) {
+    const bool mine = it->initiator_segment == who.first && it->instance == who.second;
+    any = any || mine;
+    if (mine && !alive) {
+      drop(*it);
+      it = one_shot_.erase(it);
+    } else {
+      ++it;
+    }
+  }
+  if (alive && any) scheduleProbe(who);
+  if (!alive && any)
+    TENT_INFO(kEngine, "passive endpoints of %s (instance %lx): the initiator is gone, freed",
+              who.first.c_str(), static_cast<unsigned long>(who.second));
 }
 
 int PassiveEndpoints::contextOf(const std::string& device) const {
@@ -110,6 +163,7 @@ Result<metadata::BootstrapMessage> PassiveEndpoints::accept(uint64_t session,
     if (session != 0) {
       listOf(session).push_back(std::move(p));
     } else {
+      scheduleProbe({p.initiator_segment, p.instance});
       one_shot_.push_back(std::move(p));
     }
   }

@@ -111,7 +111,9 @@ class CountContractBreaks {
 };
 
 // Manual lcore mode, two unlimited devices (see fabricYaml()), short timeouts.
-inline std::string simYaml(const std::string& extra = "") {
+// `extra` adds top-level sections this one does not have; `bootstrap` adds keys to
+// its bootstrap map (e.g. ", keepalive_ms: 100").
+inline std::string simYaml(const std::string& extra = "", const std::string& bootstrap = "") {
   return R"(
 eal: {mode: manual}
 )" + fabricYaml() +
@@ -120,7 +122,8 @@ eal: {mode: manual}
   - pollers: [background]
 workers: {ring_size: 1024, slice_pool: 4096, max_batch_capacity: 1024,
           slice_timeout_ms: 5000, block_size: 65536}
-bootstrap: {listen: "127.0.0.1:0", connect_timeout_ms: 1000}
+bootstrap: {listen: "127.0.0.1:0", connect_timeout_ms: 1000)" +
+         bootstrap + R"(}
 timeouts: {endpoint_destroy_ms: 200}
 )" + extra;
 }

@@ -37,7 +37,9 @@ class RawControl {
     auto a = control::resolve(host, port);
     if (!a.ok()) return false;
     fd_ = ::socket(a->storage.ss_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    return fd_ >= 0 && ::connect(fd_, a->get(), a->length) == 0;
+    if (fd_ < 0) return false;
+    control::tuneSocket(fd_);  // TCP_NODELAY: no Nagle wait between frames
+    return ::connect(fd_, a->get(), a->length) == 0;
   }
   void closeNow() {
     if (fd_ >= 0) ::close(fd_);
@@ -53,9 +55,10 @@ class RawControl {
       auto tag = send_.tag(type, payload);
       payload.insert(payload.end(), tag.begin(), tag.end());
     }
-    uint8_t h[metadata::kFrameHeaderBytes];
-    metadata::encodeFrameHeader(type, static_cast<uint32_t>(payload.size()), h);
-    return sendBytes(h, sizeof h) && (payload.empty() || sendBytes(payload.data(), payload.size()));
+    std::vector<uint8_t> frame(metadata::kFrameHeaderBytes);
+    metadata::encodeFrameHeader(type, static_cast<uint32_t>(payload.size()), frame.data());
+    frame.insert(frame.end(), payload.begin(), payload.end());
+    return sendBytes(frame.data(), frame.size());
   }
   // The next frame, or an error (closed, timeout, bad frame).
   Result<RawFrame> recv(int timeout_ms = 5000) {
