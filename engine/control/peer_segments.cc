@@ -28,6 +28,7 @@ struct PeerSegments::Peer {
   bool closing = false;
   uint32_t failures = 0;
   uint64_t reconnect_timer = 0;
+  uint64_t open_deadline_ns = 0;  // a first open retries transient refusals until then
   std::unique_ptr<SessionListener> listener;
   std::unique_ptr<ClientSession> session;
   rdma::SegmentRecord* record = nullptr;
@@ -78,6 +79,17 @@ rdma::SegmentRecord* PeerSegments::makeRecord(SegmentId id, uint32_t peer_device
     for (uint32_t d = 0; d < peer_devices; ++d)
       rec->slot(c, d)->owner = deps.background_pollers[next_owner_[c]++ % n];
   return rec;
+}
+
+// A record that replaces another (the session came back, the peer restarted) keeps
+// what its slots learnt: generations go on, and a connect counts as a reconnect.
+void PeerSegments::inheritSlots(const rdma::SegmentRecord& from, rdma::SegmentRecord& to) {
+  if (from.contexts != to.contexts || from.peer_devices != to.peer_devices) return;
+  for (size_t i = 0; i < to.slotCount(); ++i) {
+    to.slots[i].ever_ready = from.slots[i].ever_ready;
+    to.slots[i].next_generation = from.slots[i].next_generation;
+    to.slots[i].owner = from.slots[i].owner;
+  }
 }
 
 void PeerSegments::setView(rdma::SegmentRecord& rec,
@@ -172,6 +184,8 @@ void PeerSegments::open(const std::string& name, const SocketAddress& address,
   p->name = name;
   p->address = address;
   p->openers.push_back(std::move(done));
+  p->open_deadline_ns =
+      monotonicNowNs() + uint64_t{plane_.config().bootstrap.connect_timeout_ms} * 1'000'000;
   Peer& ref = *p;
   peers_[*id] = std::move(p);
   by_name_[name] = *id;
@@ -201,6 +215,7 @@ Status PeerSegments::install(Peer& p, std::vector<uint8_t> bytes, bool new_recor
   auto peer = rdma::makePeerSegment(p.id, false, std::move(d).value(), names, rdma::steadyNowNs());
   if (new_record || p.record == nullptr || p.record->peer_devices != devices) {
     rdma::SegmentRecord* rec = makeRecord(p.id, devices);
+    if (p.record) inheritSlots(*p.record, *rec);
     setView(*rec, std::move(peer));
     rec->up.store(true, std::memory_order_release);
     rdma::SegmentRecord* old = plane_.deps().segments.publish(rec);
@@ -236,6 +251,20 @@ void PeerSegments::onDown(Peer& p, const Status& why) {
   // The session object is in its own callback: destroy it (and its listener) later.
   plane_.loop().post([s = std::shared_ptr<ClientSession>(std::move(p.session))] {});
   if (p.closing) return;
+  // A first open that was refused or cut off (a listener at its connection cap, a
+  // peer restarting) tries again within its connect budget; authentication and
+  // protocol errors end it at once.
+  const bool transient = why.code() == StatusCode::kUnavailable;
+  if (!p.ever_up && !p.local && transient && monotonicNowNs() < p.open_deadline_ns) {
+    const uint64_t delay = std::min<uint64_t>(
+        backoffDelayNs(p.failures++, 5, plane_.config().endpoints.reconnect_max_ms, rng_),
+        p.open_deadline_ns - monotonicNowNs());
+    const SegmentId id = p.id;
+    p.reconnect_timer = plane_.loop().addTimer(monotonicNowNs() + delay, [this, id] {
+      if (Peer* q = find(id)) connect(*q);
+    });
+    return;
+  }
   if (!p.ever_up && !p.local) {  // openSegment fails: nothing of this segment remains
     auto openers = std::move(p.openers);
     const std::string name = p.name;

@@ -63,6 +63,7 @@ class PeerSegments {
   void onDown(Peer& p, const Status& why);
   Status install(Peer& p, std::vector<uint8_t> bytes, bool new_record);
   rdma::SegmentRecord* makeRecord(SegmentId id, uint32_t peer_devices);
+  static void inheritSlots(const rdma::SegmentRecord& from, rdma::SegmentRecord& to);
   void setView(rdma::SegmentRecord& rec, std::shared_ptr<const rdma::PeerSegment> peer);
   void retireRecord(rdma::SegmentRecord* rec);
   void drop(Peer& p);

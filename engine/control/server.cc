@@ -162,6 +162,11 @@ void ServerSession::onRequest(FrameType type, const std::vector<uint8_t>& payloa
          false);
 }
 
+void ServerSession::evict() {
+  state_ = State::kClosing;
+  conn_.close(Status::ResourceExhausted("evicted: the listener is at its connection cap"));
+}
+
 void ServerSession::pushDescriptor(std::vector<uint8_t> bytes) {
   conn_.send(FrameType::kDescriptorUpdate, std::move(bytes));
 }
@@ -220,6 +225,20 @@ void ControlServer::forget(ServerSession* session) {
   loop_.post([dying] {});
 }
 
+// At the cap, a connection that has not finished its handshake yields to a new one,
+// oldest first: a flood of connections that never authenticate cannot lock out a
+// real peer, and sessions that did authenticate are never dropped for room.
+bool ControlServer::evictOldestUnauthenticated() {
+  for (auto& s : sessions_) {
+    if (s->state() != ServerSession::State::kNew && s->state() != ServerSession::State::kChallenged)
+      continue;
+    ControlCounters::bump(stats_.connections_refused);
+    s->evict();
+    return true;
+  }
+  return false;
+}
+
 void ControlServer::acceptBackoff() {
   loop_.remove(listen_fd_);
   accepting_ = false;
@@ -240,7 +259,7 @@ void ControlServer::onEvents(uint32_t) {
       return;  // EAGAIN, or a connection that died before we took it
     }
     backoff_ns_ = 0;
-    if (sessions_.size() >= options_.max_connections) {
+    if (sessions_.size() >= options_.max_connections && !evictOldestUnauthenticated()) {
       ::close(fd);
       ControlCounters::bump(stats_.connections_refused);
       continue;

@@ -1,7 +1,9 @@
 // The control listener and the server end of control connections.
 //
-// Listener: accepts every pending connection per readiness event; over
-// `max_connections` open server connections a new one is closed at once (counted);
+// Listener: accepts every pending connection per readiness event; at
+// `max_connections` open server connections the oldest one that has not finished
+// its handshake is closed to make room, and when all have, the new one is closed at
+// once (both counted as refused);
 // when the process runs out of descriptors accept stops for a while instead of
 // spinning (EMFILE/ENFILE back off from 10 ms to 1 s).
 //
@@ -58,6 +60,8 @@ class ServerSession final : public Connection::Owner {
   uint16_t descriptorVersion() const noexcept { return descriptor_version_; }
   bool wantsDescriptorUpdates() const noexcept { return descriptor_version_ != 0; }
   void pushDescriptor(std::vector<uint8_t> bytes);
+  // Closes it to make room for a newer connection (it had not authenticated).
+  void evict();
   uint64_t id() const noexcept { return id_; }
 
   void onFrame(Connection& c, metadata::FrameType type, std::vector<uint8_t> payload) override;
@@ -109,6 +113,7 @@ class ControlServer final : public EventLoop::Handler {
       : loop_(loop), options_(std::move(options)), handler_(handler), stats_(stats) {}
   void onEvents(uint32_t events) override;
   void acceptBackoff();
+  bool evictOldestUnauthenticated();
   void forget(ServerSession* session);
 
   EventLoop& loop_;

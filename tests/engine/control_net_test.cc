@@ -302,26 +302,40 @@ TEST_F(ControlNet, SlowSenderAndSilentConnectionAreClosedByTheirDeadlines) {
   EXPECT_TRUE(eventually([&] { return stats.deadline_closures.load() >= 2; }));
 }
 
-TEST_F(ControlNet, ConnectionsOverTheCapAreRefusedAtOnce) {
+TEST_F(ControlNet, AtTheCapAnUnauthenticatedConnectionYieldsAndSessionsNeverDo) {
   ServerOptions o;
   o.max_connections = 3;
   start(o);
-  std::vector<std::unique_ptr<RawControl>> held;
+  // Three connections that never say HELLO fill the cap: a fourth gets in anyway, and
+  // the oldest of the three is closed to make room.
+  std::vector<std::unique_ptr<RawControl>> idle;
   for (int i = 0; i < 3; ++i) {
-    held.push_back(std::make_unique<RawControl>());
-    ASSERT_TRUE(held.back()->connect(address));
+    idle.push_back(std::make_unique<RawControl>());
+    ASSERT_TRUE(idle.back()->connect(address));
   }
-  // The server has taken all three once it counts them open.
   ASSERT_TRUE(eventually([&] { return stats.connections_open.load() == 3; }));
-  ASSERT_TRUE(test::oneShot(address, FrameType::kGetDescriptor, {}).status().code() ==
-              StatusCode::kUnavailable);
-  EXPECT_TRUE(eventually([&] { return stats.connections_refused.load() >= 1; }));
-  held.clear();
-  // Room again once the server saw them close: served.
-  ASSERT_TRUE(eventually([&] { return stats.connections_open.load() == 0; }));
   auto d = test::oneShot(address, FrameType::kGetDescriptor, {});
   ASSERT_TRUE(d.ok()) << d.status().toString();
   EXPECT_EQ(d->type, FrameType::kDescriptor);
+  EXPECT_TRUE(idle[0]->closedByPeer());
+  idle.clear();
+  ASSERT_TRUE(eventually([&] { return stats.connections_open.load() == 0; }));
+  // Three authenticated sessions at the cap: a new connection is refused at once.
+  std::vector<std::unique_ptr<RawControl>> sessions;
+  for (int i = 0; i < 3; ++i) {
+    sessions.push_back(std::make_unique<RawControl>());
+    ASSERT_TRUE(sessions.back()->connect(address));
+    ASSERT_TRUE(sessions.back()->handshake(Secret()).ok());
+  }
+  const uint64_t refused = stats.connections_refused.load();
+  EXPECT_EQ(test::oneShot(address, FrameType::kGetDescriptor, {}).status().code(),
+            StatusCode::kUnavailable);
+  EXPECT_TRUE(eventually([&] { return stats.connections_refused.load() == refused + 1; }));
+  for (auto& sess : sessions) {  // all still served
+    auto k = sess->request(FrameType::kKeepalive, {});
+    ASSERT_TRUE(k.ok());
+    EXPECT_EQ(k->type, FrameType::kKeepaliveReply);
+  }
 }
 
 TEST_F(ControlNet, SessionEndIsReportedToTheHandlerOnce) {

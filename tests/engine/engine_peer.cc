@@ -2,7 +2,8 @@
 // buffer filled with a pattern, prints one line
 //   READY <segment> <buffer address> <buffer size>
 // on stdout and serves until stdin closes or it is killed.
-//   engine_peer <size> <seed> <listen host:port> [extra yaml]
+//   engine_peer <size> <seed> <listen host:port> [extra yaml] [extra bootstrap keys]
+// (the last one is spliced into the bootstrap map, e.g. ", auth: {secret_file: x}").
 #include <unistd.h>
 
 #include <cstdio>
@@ -18,8 +19,8 @@ int main(int argc, char** argv) {
   }
   size_t size = std::strtoull(argv[1], nullptr, 0);
   uint32_t seed = static_cast<uint32_t>(std::strtoul(argv[2], nullptr, 0));
-  std::string yaml =
-      std::string("bootstrap: {listen: \"") + argv[3] + "\"}\n" + (argc > 4 ? argv[4] : "");
+  std::string yaml = std::string("bootstrap: {listen: \"") + argv[3] + "\"" +
+                     (argc > 5 ? argv[5] : "") + "}\n" + (argc > 4 ? argv[4] : "");
   auto engine = tent::TransferEngine::createFromYaml(yaml);
   if (!engine.ok()) {
     std::fprintf(stderr, "engine_peer: %s\n", engine.status().toString().c_str());

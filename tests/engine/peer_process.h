@@ -22,7 +22,7 @@ struct PeerProcess {
 
   // Returns false (with `error`) when the peer did not report READY within 20 s.
   bool start(const std::string& exe, size_t bytes, uint32_t seed, const std::string& listen,
-             const std::string& yaml, std::string* error) {
+             const std::string& yaml, std::string* error, const std::string& bootstrap = "") {
     int out[2], in[2];
     if (::pipe(out) != 0 || ::pipe(in) != 0) return false;
     pid = ::fork();
@@ -33,7 +33,7 @@ struct PeerProcess {
       ::close(in[1]);
       std::string sz = std::to_string(bytes), sd = std::to_string(seed);
       ::execl(exe.c_str(), exe.c_str(), sz.c_str(), sd.c_str(), listen.c_str(), yaml.c_str(),
-              static_cast<char*>(nullptr));
+              bootstrap.c_str(), static_cast<char*>(nullptr));
       ::_exit(127);
     }
     ::close(out[1]);
