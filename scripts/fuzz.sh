@@ -10,7 +10,7 @@ build="$top/build-fuzz"
 
 # What configuring tent needs, plus clang and its libFuzzer/sanitizer runtimes.
 needed=(build-essential meson ninja-build pkg-config clang libclang-rt-14-dev
-        libdpdk-dev libtbb-dev libhwloc-dev libyaml-cpp-dev nlohmann-json3-dev)
+        libdpdk-dev libtbb-dev libhwloc-dev libyaml-cpp-dev nlohmann-json3-dev libssl-dev)
 absent=()
 for p in "${needed[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || absent+=("$p")

@@ -155,11 +155,15 @@ namespace {
 
 // Walks one record of each kind; `step` parses the known fields from `rec`. A v1
 // record is parsed from the outer reader itself (it must then be consumed exactly).
+// `newer`: the descriptor comes from a later version, whose records may end with
+// fields this version does not know (skipped); a record of a version we know must
+// hold exactly its fields (so every descriptor we read has one encoding).
 template <typename Step>
-Status readRecord(WireReader& r, bool prefixed, const char* what, Step step) {
+Status readRecord(WireReader& r, bool prefixed, bool newer, const char* what, Step step) {
   WireReader rec(nullptr, 0);
   if (!openRecord(r, prefixed, &rec)) return malformed(what);
   TENT_RETURN_IF_ERROR(step(prefixed ? rec : r));
+  if (prefixed && !newer && rec.remaining() != 0) return malformed("trailing bytes in a record");
   return Status::OK();
 }
 
@@ -173,7 +177,8 @@ Result<SegmentDescriptor> parseDescriptor(std::span<const uint8_t> bytes) {
   if (!r.u32(&magic) || magic != kDescriptorMagic) return malformed("wrong magic");
   if (!r.u16(&version) || version == 0) return malformed("unsupported version");
   const bool prefixed = version >= 2;
-  TENT_RETURN_IF_ERROR(readRecord(r, prefixed, "truncated header", [&](WireReader& h) {
+  const bool newer = version > kDescriptorVersion;
+  TENT_RETURN_IF_ERROR(readRecord(r, prefixed, newer, "truncated header", [&](WireReader& h) {
     return (h.str(&d.name, 255) && h.u64(&d.instance) && h.u64(&d.version))
                ? Status::OK()
                : malformed("truncated header");
@@ -182,7 +187,7 @@ Result<SegmentDescriptor> parseDescriptor(std::span<const uint8_t> bytes) {
   if (device_count > kMaxDescriptorDevices) return malformed("device count out of range");
   d.devices.resize(device_count);
   for (auto& dev : d.devices)
-    TENT_RETURN_IF_ERROR(readRecord(r, prefixed, "truncated device",
+    TENT_RETURN_IF_ERROR(readRecord(r, prefixed, newer, "truncated device",
                                     [&](WireReader& rec) { return parseDevice(rec, &dev); }));
   if (!r.u32(&buffer_count) || buffer_count > kMaxDescriptorBuffers)
     return malformed("buffer count out of range");
@@ -190,7 +195,7 @@ Result<SegmentDescriptor> parseDescriptor(std::span<const uint8_t> bytes) {
   if (buffer_count > r.remaining() / 40 + 1) return malformed("buffer count exceeds input");
   d.buffers.resize(buffer_count);
   for (auto& b : d.buffers)
-    TENT_RETURN_IF_ERROR(readRecord(r, prefixed, "truncated buffer", [&](WireReader& rec) {
+    TENT_RETURN_IF_ERROR(readRecord(r, prefixed, newer, "truncated buffer", [&](WireReader& rec) {
       return parseBuffer(rec, device_count, &b);
     }));
   for (size_t i = 1; i < d.buffers.size(); ++i)

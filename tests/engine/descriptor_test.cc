@@ -75,3 +75,39 @@ TEST(Descriptor, InconsistentContentIsRejected) {
 
 }  // namespace
 }  // namespace tent::metadata
+
+namespace tent::metadata {
+namespace {
+
+// The versioning rule: a v1 reader gets v1; v2 records are length-prefixed so a
+// later version can append fields to them, which a v2 reader skips; within a version
+// we know, a record must hold exactly its fields.
+std::vector<uint8_t> withExtraHeaderField(std::vector<uint8_t> v2, uint16_t version) {
+  v2[4] = static_cast<uint8_t>(version);
+  v2[5] = static_cast<uint8_t>(version >> 8);
+  uint32_t len = 0;
+  for (int i = 0; i < 4; ++i) len |= uint32_t{v2[6 + i]} << (8 * i);
+  const size_t end = 10 + len;
+  const uint8_t extra[4] = {0xde, 0xad, 0xbe, 0xef};
+  v2.insert(v2.begin() + static_cast<long>(end), extra, extra + 4);
+  len += 4;
+  for (int i = 0; i < 4; ++i) v2[6 + i] = static_cast<uint8_t>(len >> (8 * i));
+  return v2;
+}
+
+TEST(DescriptorVersions, V1AndV2RoundTripAndTheNextVersionIsReadByAV2Reader) {
+  const SegmentDescriptor d = sample();
+  auto v1 = encodeDescriptor(d, kDescriptorVersionV1);
+  auto v2 = encodeDescriptor(d);
+  EXPECT_EQ(v1[4], 1);
+  EXPECT_EQ(v2[4], 2);
+  EXPECT_EQ(*parseDescriptor(v1), d);
+  EXPECT_EQ(*parseDescriptor(v2), d);
+  auto v3 = parseDescriptor(withExtraHeaderField(v2, 3));
+  ASSERT_TRUE(v3.ok()) << v3.status().toString();
+  EXPECT_EQ(*v3, d);  // the unknown field is skipped
+  EXPECT_FALSE(parseDescriptor(withExtraHeaderField(v2, 2)).ok());  // v2 has no such field
+}
+
+}  // namespace
+}  // namespace tent::metadata

@@ -13,6 +13,7 @@
 
 #include "config/config.h"
 #include "engine/metadata/bootstrap.h"
+#include "engine/metadata/control_frames.h"
 #include "engine/metadata/segment_descriptor.h"
 #include "perf/tebench/workload_classes.h"
 
@@ -140,6 +141,51 @@ void workloadDict(const fs::path& path) {
   write(path, text);
 }
 
+// First byte: which parser (fuzz_control_frames) or server (fuzz_control_session).
+std::vector<uint8_t> tagged(uint8_t tag, std::vector<uint8_t> body) {
+  body.insert(body.begin(), tag);
+  return body;
+}
+
+std::vector<uint8_t> frame(metadata::FrameType type, const std::vector<uint8_t>& payload) {
+  std::vector<uint8_t> f(metadata::kFrameHeaderBytes);
+  metadata::encodeFrameHeader(type, static_cast<uint32_t>(payload.size()), f.data());
+  f.insert(f.end(), payload.begin(), payload.end());
+  return f;
+}
+
+void controlFrameSeeds(const fs::path& dir) {
+  write(dir / "header", tagged(0, frame(metadata::FrameType::kBootstrap, {})));
+  write(dir / "hello", tagged(1, metadata::encodeHello(metadata::Hello{})));
+  metadata::Challenge c;
+  c.auth_required = true;
+  write(dir / "challenge", tagged(2, metadata::encodeChallenge(c)));
+  write(dir / "auth", tagged(3, metadata::encodeAuth(metadata::AuthMessage{true, {}})));
+  write(dir / "release", tagged(4, metadata::encodeRelease({"mlx5_0", "mlx5_1", 3})));
+  write(dir / "descriptor-request", tagged(5, metadata::encodeDescriptorRequest(2)));
+  const std::string e = "PermissionDenied: authentication failed";
+  write(dir / "error", tagged(6, std::vector<uint8_t>(e.begin(), e.end())));
+}
+
+void controlSessionSeeds(const fs::path& dir) {
+  auto join = [](std::vector<std::vector<uint8_t>> parts) {
+    std::vector<uint8_t> out;
+    for (auto& p : parts) out.insert(out.end(), p.begin(), p.end());
+    return out;
+  };
+  const auto hello = frame(metadata::FrameType::kHello, metadata::encodeHello(metadata::Hello{}));
+  const auto auth = frame(metadata::FrameType::kAuth, metadata::encodeAuth({}));
+  const auto get = frame(metadata::FrameType::kGetDescriptor, metadata::encodeDescriptorRequest(2));
+  const auto boot = frame(metadata::FrameType::kBootstrap, metadata::encodeBootstrap(bootstrap(2)));
+  write(dir / "session-open", tagged(0, join({hello, auth, get, boot})));
+  write(dir / "session-secret", tagged(1, join({hello, auth, get})));
+  write(dir / "one-shot-descriptor", tagged(0, frame(metadata::FrameType::kGetDescriptor, {})));
+  write(dir / "one-shot-bootstrap", tagged(0, boot));
+  write(dir / "keepalive-release",
+        tagged(0, join({hello, auth, frame(metadata::FrameType::kKeepalive, {}),
+                        frame(metadata::FrameType::kRelease, metadata::encodeRelease({"a", "b", 1}))})));
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -152,6 +198,8 @@ int main(int argc, char** argv) {
   descriptorSeeds(root / "descriptor");
   configSeeds(root / "config");
   workloadSeeds(root / "workload_classes");
+  controlFrameSeeds(root / "control_frames");
+  controlSessionSeeds(root / "control_session");
   configDict(root / "config.dict");
   workloadDict(root / "workload_classes.dict");
   return 0;

@@ -14,5 +14,7 @@ mkdir -p "${prefix}corpus"
 args=(-runs="$runs" -seed=1 -timeout=30 -error_exitcode=1 -timeout_exitcode=1
       -artifact_prefix="$prefix" -print_final_stats=1)
 [ "$dict" != "-" ] && args+=(-dict="$dict")
+# OpenSSL's process-lifetime globals (lsan.supp) are not leaks of ours.
+export LSAN_OPTIONS="suppressions=$(dirname "$0")/lsan.supp${LSAN_OPTIONS:+:$LSAN_OPTIONS}"
 # exec: meson's timeout signal must reach the fuzzer itself, not only this shell.
 exec "$fuzzer" "${args[@]}" "${prefix}corpus" "$@"
