@@ -243,8 +243,12 @@ void ControlServer::acceptBackoff() {
   loop_.remove(listen_fd_);
   accepting_ = false;
   backoff_ns_ = backoff_ns_ == 0 ? 10'000'000 : std::min<uint64_t>(backoff_ns_ * 2, 1'000'000'000);
-  TENT_WARN(kEngine, "control: out of file descriptors; accepting again in %lu ms",
-            static_cast<unsigned long>(backoff_ns_ / 1'000'000));
+  const uint64_t now = monotonicNowNs();
+  if (now - last_warning_ns_ > 5'000'000'000ull) {  // one line per 5 s, not per attempt
+    last_warning_ns_ = now;
+    TENT_WARN(kEngine, "control: out of file descriptors; accepting again in %lu ms",
+              static_cast<unsigned long>(backoff_ns_ / 1'000'000));
+  }
   loop_.addTimer(monotonicNowNs() + backoff_ns_,
                  [this] { accepting_ = loop_.add(listen_fd_, EPOLLIN, this).ok(); });
 }

@@ -124,6 +124,7 @@ class ControlServer final : public EventLoop::Handler {
   uint16_t port_ = 0;
   bool accepting_ = true;
   uint64_t backoff_ns_ = 0;
+  uint64_t last_warning_ns_ = 0;
   uint64_t next_session_id_ = 1;
   std::list<std::unique_ptr<ServerSession>> sessions_;
 };

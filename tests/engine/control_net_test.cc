@@ -4,7 +4,12 @@
 // clients are the engine's ClientSession or a raw blocking socket.
 #include <gtest/gtest.h>
 
+#include <sys/resource.h>
+#include <sys/wait.h>
+
 #include <chrono>
+#include <fstream>
+#include <sstream>
 #include <deque>
 #include <future>
 #include <memory>
@@ -60,14 +65,14 @@ struct Handler : ServerHandler {
 };
 
 struct ControlNet : ::testing::Test {
-  void start(ServerOptions options) {
+  void start(ServerOptions options, const std::string& host = "127.0.0.1") {
     loop = std::move(EventLoop::create()).value();
-    auto s = ControlServer::create(*loop, "127.0.0.1", 0, std::move(options), handler, stats);
+    auto s = ControlServer::create(*loop, host, 0, std::move(options), handler, stats);
     ASSERT_TRUE(s.ok()) << s.status().toString();
     server = std::move(s).value();
     ASSERT_TRUE(server->start().ok());
     loop->start("test-loop");
-    address = "127.0.0.1:" + std::to_string(server->port());
+    address = joinHostPort(host, server->port());
   }
   template <typename Fn>
   auto onLoop(Fn fn) {
@@ -96,7 +101,10 @@ struct ControlNet : ::testing::Test {
       o.connect_timeout_ns = 2'000'000'000;
       o.io_timeout_ns = 2'000'000'000;
       o.keepalive_ns = 50'000'000;
-      auto a = resolve("127.0.0.1", server->port());
+      std::string host;
+      uint16_t port = 0;
+      EXPECT_TRUE(splitHostPort(address, &host, &port).ok());
+      auto a = resolve(host, port);
       clients.push_back(std::make_unique<ClientSession>(
           *loop, address, *a, secrets.emplace_back(secret), o, stats, *l));
       listeners.push_back(std::move(l));
@@ -336,6 +344,77 @@ TEST_F(ControlNet, AtTheCapAnUnauthenticatedConnectionYieldsAndSessionsNeverDo) 
     ASSERT_TRUE(k.ok());
     EXPECT_EQ(k->type, FrameType::kKeepaliveReply);
   }
+}
+
+TEST_F(ControlNet, Ipv6ListenerServesSessionsAndOneShots) {
+  start({}, "::1");
+  EXPECT_EQ(address.front(), '[');
+  ASSERT_TRUE(session(Secret()).ok());
+  EXPECT_EQ(listeners[0]->descriptor, kDescriptor);
+  auto d = test::oneShot(address, FrameType::kGetDescriptor, {});
+  ASSERT_TRUE(d.ok()) << d.status().toString();
+  EXPECT_EQ(d->type, FrameType::kDescriptor);
+}
+
+// Out of file descriptors, the listener backs off instead of spinning on a readable
+// listen socket, and serves again once descriptors are free. Run in a child process
+// with a small RLIMIT_NOFILE (so the rest of this test program keeps its own).
+TEST(ControlNetLimits, OutOfDescriptorsTheListenerBacksOffAndRecovers) {
+  int ready[2];
+  ASSERT_EQ(pipe(ready), 0);
+  const pid_t child = fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    Handler handler;
+    ControlCounters stats;
+    auto loop = std::move(EventLoop::create()).value();
+    auto server = std::move(ControlServer::create(*loop, "127.0.0.1", 0, {}, handler, stats)).value();
+    if (!server->start().ok()) _exit(3);
+    rlimit lim{64, 64};
+    setrlimit(RLIMIT_NOFILE, &lim);
+    const uint16_t port = server->port();
+    if (write(ready[1], &port, sizeof port) != sizeof port) _exit(4);
+    loop->start("emfile-loop");
+    char c;
+    (void)!read(ready[0], &c, 1);  // the parent says when to stop
+    loop->post([&] { server.reset(); });
+    loop->stop();
+    loop->join();
+    _exit(0);
+  }
+  uint16_t port = 0;
+  ASSERT_EQ(read(ready[0], &port, sizeof port), static_cast<ssize_t>(sizeof port));
+  const std::string to = "127.0.0.1:" + std::to_string(port);
+  // 200 connections: the child's 64 descriptors run out; the rest wait in its backlog.
+  std::vector<std::unique_ptr<RawControl>> held;
+  for (int i = 0; i < 200; ++i) {
+    held.push_back(std::make_unique<RawControl>());
+    ASSERT_TRUE(held.back()->connect(to));
+  }
+  auto cpu = [&] {
+    std::ifstream f("/proc/" + std::to_string(child) + "/stat");
+    std::string s((std::istreambuf_iterator<char>(f)), {});
+    std::istringstream rest(s.substr(s.rfind(')') + 2));
+    std::string field;
+    unsigned long long t = 0;
+    for (int i = 3; i <= 15 && rest >> field; ++i)
+      if (i == 14 || i == 15) t += std::stoull(field);
+    return static_cast<double>(t) / static_cast<double>(sysconf(_SC_CLK_TCK));
+  };
+  const double before = cpu();
+  const auto t0 = std::chrono::steady_clock::now();
+  while (std::chrono::steady_clock::now() - t0 < std::chrono::seconds(1)) std::this_thread::yield();
+  std::printf("out of descriptors: the listener used %.2f s of CPU in 1 s\n", cpu() - before);
+  held.clear();
+  // With descriptors back (held connections closed, their sessions gone), it serves.
+  EXPECT_TRUE(eventually([&] {
+    auto d = test::oneShot(to, FrameType::kGetDescriptor, {});
+    return d.ok() && d->type == FrameType::kDescriptor;
+  }, 20));
+  ASSERT_EQ(write(ready[1], "x", 1), 1);
+  int status = 0;
+  ASSERT_EQ(waitpid(child, &status, 0), child);
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0);
 }
 
 TEST_F(ControlNet, SessionEndIsReportedToTheHandlerOnce) {
