@@ -222,6 +222,15 @@ struct TimeoutConfig {
   bool operator==(const TimeoutConfig&) const = default;
 };
 
+// ---- observability ----------------------------------------------------------
+
+// The Prometheus endpoint (docs/metrics.md): GET /metrics on `listen`.
+struct MetricsConfig {
+  std::string listen;  // host:port (IPv6 as [addr]:port; port 0 = any free port); empty = off
+
+  bool operator==(const MetricsConfig&) const = default;
+};
+
 struct LogConfig {
   std::string level = "warn";                     // every component
   std::map<std::string, std::string> components;  // per component overrides
@@ -239,6 +248,7 @@ struct Config {
   DirectConfig direct;
   BootstrapConfig bootstrap;
   TimeoutConfig timeouts;
+  MetricsConfig metrics;
   LogConfig log;
   std::string source = "<defaults>";  // where it came from, for messages
 

@@ -91,6 +91,10 @@ bool validHostPort(std::string_view s) {
   return validHost(s.substr(0, colon)) && validPort(s.substr(colon + 1));
 }
 
+bool validHostPortOrEmpty(std::string_view s) {
+  return s.empty() || validHostPort(s);
+}
+
 bool isWildcardHost(std::string_view s) {
   return s == "0.0.0.0" || s == "[::]";
 }
@@ -111,6 +115,9 @@ constexpr TextRule kFilePrefix{
 constexpr TextRule kPci{"a PCI address such as 0000:3b:00.0 or 3b:00.0, or empty", validPci};
 constexpr TextRule kHostPort{"host:port with a port in [0, 65535] (IPv6 as [addr]:port)",
                              validHostPort};
+constexpr TextRule kHostPortOrOff{
+    "host:port with a port in [0, 65535] (IPv6 as [addr]:port), or empty for off",
+    validHostPortOrEmpty};
 constexpr TextRule kAdvertiseHost{
     "a host name or address peers can reach (not a wildcard, no port), or empty",
     validAdvertiseHost};
@@ -404,6 +411,10 @@ void readTimeouts(MapReader& m, TimeoutConfig* t) {
   m.integer("endpoint_destroy_ms", &t->endpoint_destroy_ms, 0, kMaxLinkTimeoutMs);
 }
 
+void readMetrics(MapReader& m, MetricsConfig* metrics) {
+  m.text("listen", &metrics->listen, kHostPortOrOff);
+}
+
 void readLog(MapReader& m, LogConfig* l) {
   m.textChoice("level", &l->level, kLevelNames);
   m.stringMap("components", &l->components, componentNames(), kLevelNames);
@@ -424,6 +435,7 @@ void readConfig(MapReader& top, Config* c) {
   top.section("direct", [&](MapReader& m) { readDirect(m, c); });
   top.section("bootstrap", [&](MapReader& m) { readBootstrap(m, &c->bootstrap); });
   top.section("timeouts", [&](MapReader& m) { readTimeouts(m, &c->timeouts); });
+  top.section("metrics", [&](MapReader& m) { readMetrics(m, &c->metrics); });
   top.section("log", [&](MapReader& m) { readLog(m, &c->log); });
 }
 

@@ -104,6 +104,8 @@ class EalRuntime final : public LoopRuntime {
     // Idle sleeps are short (sleep_min_us defaults to 1): without this the kernel's
     // default 50 us timer slack would stretch every one of them.
     prctl(PR_SET_TIMERSLACK, kTimerSlackNs);
+    // Log lines from this thread name its config lcore (EAL lcore k+1 runs config lcore k).
+    log::setThreadLcore(static_cast<int>(rte_lcore_id()) - 1);
     static_cast<LcoreLoop*>(loop)->run_lc();
     return 0;
   }

@@ -25,12 +25,19 @@ Result<std::unique_ptr<TransferEngineImpl>> TransferEngineImpl::create(
   auto transport = rdma::RdmaTransport::create(e->config_, *e->provider_, *e->rails_);
   if (!transport.ok()) return transport.status();
   e->transport_ = std::move(transport).value();
+  if (!e->config_->metrics.listen.empty()) {
+    auto exporter = metrics::Exporter::start(e->config_->metrics.listen, *e);
+    if (!exporter.ok())
+      return exporter.status().withContext(e->config_->source + ": metrics.listen");
+    e->metrics_ = std::move(exporter).value();
+  }
   TENT_INFO(kEngine, "engine %s up: provider %s, %zu devices", e->transport_->segmentName().c_str(),
             std::string(e->provider_->name()).c_str(), e->provider_->deviceCount());
   return e;
 }
 
 TransferEngineImpl::~TransferEngineImpl() {
+  metrics_.reset();    // no scrape reads the engine from here on
   transport_.reset();  // stops pollers and the control thread before memory goes
   for (auto& [addr, length] : allocations_) (void)provider_->freeMemory(addr, length);
 }

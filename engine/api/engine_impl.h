@@ -12,6 +12,7 @@
 
 #include "config/config.h"
 #include "engine/fabric/fabric.h"
+#include "engine/metrics/exporter.h"
 #include "engine/rdma/rdma_task.h"
 #include "engine/rdma/rdma_transport.h"
 #include "tent/transfer_engine.h"
@@ -51,6 +52,8 @@ class TransferEngineImpl final : public TransferEngine {
   rdma::RdmaTransport& transport() noexcept { return *transport_; }
   fabric::Provider& provider() noexcept { return *provider_; }
   const config::Config& config() const noexcept { return *config_; }
+  // The metrics endpoint, or nullptr when metrics.listen is empty (tests: its port).
+  const metrics::Exporter* metricsExporter() const noexcept { return metrics_.get(); }
   // The task object behind (batch, task id), or nullptr (tests).
   rdma::RdmaTask* taskFor(BatchId batch, size_t task_id);
 
@@ -71,6 +74,7 @@ class TransferEngineImpl final : public TransferEngine {
   std::unique_ptr<fabric::Provider> provider_;
   std::unique_ptr<topology::RailMap> rails_;
   std::unique_ptr<rdma::RdmaTransport> transport_;
+  std::unique_ptr<metrics::Exporter> metrics_;  // reads stats(): stopped before the transport
 
   using BatchMap = tbb::concurrent_hash_map<BatchId, std::shared_ptr<Batch>>;
   BatchMap batches_;

@@ -90,7 +90,7 @@ TEST(ConfigErrors, UnknownKeysListWhatIsAllowedThere) {
                "workerz",
                {"unknown key",
                 "allowed top-level keys: eal, fabric, topology, lcores, endpoints, workers, "
-                "direct, bootstrap, timeouts, log"}});
+                "direct, bootstrap, timeouts, metrics, log"}});
   expectError({"nested",
                "fabric:\n  soft:\n    max_mr: 4\n",
                3,

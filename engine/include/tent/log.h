@@ -19,6 +19,7 @@ enum class Component : uint8_t {
   kEngine,
   kDirect,
   kBench,
+  kMetrics,
   kCount,
 };
 
@@ -32,14 +33,24 @@ std::string_view componentName(Component c) noexcept;
 // Looks a component up by its name ("engine", "fabric", ...); false when unknown.
 bool parseComponent(std::string_view text, Component* out) noexcept;
 
-// Writes one line to stderr: "[tent:engine] W message".
-void write(Component c, Level l, const char* fmt, ...) noexcept __attribute__((format(printf, 3, 4)));
+// The lcore this thread runs, as EngineStats::lcores[].lcore numbers it; -1 (the default)
+// for threads that are not lcores. The lcore runtime sets it on its threads, so common/
+// needs no DPDK. Thread-local: a plain store and load.
+void setThreadLcore(int lcore) noexcept;
+int threadLcore() noexcept;
+
+// Writes one line to stderr with a single write, so lines of threads do not interleave:
+//   "2026-12-01T10:11:12.345678Z [tent:engine] W tid=1234 lcore=2 message"
+// UTC wall-clock time to the microsecond, component, level letter (T D I W E), the kernel
+// thread id, and " lcore=N" only on lcore threads. Messages are cut at about 1000 bytes.
+void write(Component c, Level l, const char* fmt, ...) noexcept
+    __attribute__((format(printf, 3, 4)));
 
 }  // namespace tent::log
 
-#define TENT_LOG(comp, lvl, ...)                                                         \
-  do {                                                                                   \
-    if (::tent::log::enabled(::tent::log::Component::comp, ::tent::log::Level::lvl))     \
+#define TENT_LOG(comp, lvl, ...)                                                              \
+  do {                                                                                        \
+    if (::tent::log::enabled(::tent::log::Component::comp, ::tent::log::Level::lvl))          \
       ::tent::log::write(::tent::log::Component::comp, ::tent::log::Level::lvl, __VA_ARGS__); \
   } while (0)
 

@@ -1,0 +1,294 @@
+// EngineStats -> Prometheus families. Only public EngineStats fields are read, so
+// engine internals can change under this file. Counters stay counters (monotonic
+// engine counts), gauges what is held right now.
+#include "engine/metrics/collect.h"
+
+#include <cmath>
+#include <limits>
+#include <string>
+#include <utility>
+
+namespace tent::metrics {
+namespace {
+
+namespace pm = prometheus;
+using Labels = std::vector<pm::ClientMetric::Label>;
+using Getter = uint64_t (*)(const EngineStats&);
+
+constexpr auto kCounter = pm::MetricType::Counter;
+constexpr auto kGauge = pm::MetricType::Gauge;
+
+// One sample of a fixed family: its label value ("" for an unlabelled family).
+struct FixedSample {
+  const char* label_value;
+  Getter get;
+};
+
+// A family whose samples are known up front (scalars, or a fixed label set).
+struct FixedFamily {
+  const char* name;
+  const char* help;
+  pm::MetricType type;
+  const char* label;  // nullptr: one unlabelled sample
+  std::vector<FixedSample> samples;
+};
+
+// Captureless lambdas become Getter function pointers.
+#define TENT_FIELD(expr) [](const EngineStats& s) -> uint64_t { return s.expr; }
+
+const std::vector<FixedFamily>& fixedFamilies() {
+  static const std::vector<FixedFamily> kFamilies = {
+      // ---- worker path ----
+      {"tent_worker_tasks_total",
+       "Tasks that took the worker path",
+       kCounter,
+       nullptr,
+       {{"", TENT_FIELD(worker.tasks)}}},
+      {"tent_worker_slices_posted_total",
+       "Worker slices posted to data QPs",
+       kCounter,
+       nullptr,
+       {{"", TENT_FIELD(worker.slices_posted)}}},
+      {"tent_worker_slices_completed_total",
+       "Worker slices completed",
+       kCounter,
+       nullptr,
+       {{"", TENT_FIELD(worker.slices_completed)}}},
+      {"tent_worker_slice_errors_total",
+       "Worker slices that completed with an error",
+       kCounter,
+       nullptr,
+       {{"", TENT_FIELD(worker.slice_errors)}}},
+      {"tent_worker_slice_retries_total",
+       "Worker slices retried on another device pair",
+       kCounter,
+       nullptr,
+       {{"", TENT_FIELD(worker.slice_retries)}}},
+      {"tent_worker_foreground_fallback_slices_total",
+       "Latency-sensitive slices served by rail pollers after a direct-path fallback",
+       kCounter,
+       nullptr,
+       {{"", TENT_FIELD(worker.foreground_fallback_slices)}}},
+      // ---- direct path ----
+      {"tent_direct_lanes_in_use",
+       "Direct lane slots held right now, all contexts",
+       kGauge,
+       nullptr,
+       {{"", TENT_FIELD(direct.lanes_in_use)}}},
+      {"tent_direct_attempted_total",
+       "Requests that tried the direct path",
+       kCounter,
+       nullptr,
+       {{"", TENT_FIELD(direct.attempted)}}},
+      {"tent_direct_succeeded_total",
+       "Requests posted on the direct path",
+       kCounter,
+       nullptr,
+       {{"", TENT_FIELD(direct.succeeded)}}},
+      {"tent_direct_fallbacks_total",
+       "Direct-path attempts that fell back to the worker path",
+       kCounter,
+       "reason",
+       {{"lane_busy", TENT_FIELD(direct.fallback_lane_busy)},
+        {"endpoint_not_ready", TENT_FIELD(direct.fallback_endpoint_not_ready)},
+        {"unresolvable", TENT_FIELD(direct.fallback_unresolvable)},
+        {"over_size_cap", TENT_FIELD(direct.fallback_over_size_cap)},
+        {"mode_off", TENT_FIELD(direct.fallback_mode_off)}}},
+      {"tent_direct_post_failures_total",
+       "Direct posts the provider refused",
+       kCounter,
+       nullptr,
+       {{"", TENT_FIELD(direct.post_failures)}}},
+      {"tent_direct_completion_errors_total",
+       "Direct slices that completed with an error",
+       kCounter,
+       nullptr,
+       {{"", TENT_FIELD(direct.completion_errors)}}},
+      {"tent_direct_timeouts_total",
+       "Direct slices that hit direct.timeout_ms",
+       kCounter,
+       nullptr,
+       {{"", TENT_FIELD(direct.timeouts)}}},
+      // ---- deadlines ----
+      {"tent_deadline_expired_at_submit_total",
+       "Requests whose deadline had passed at submit (not started, TIMEOUT)",
+       kCounter,
+       nullptr,
+       {{"", TENT_FIELD(deadlines.expired_at_submit)}}},
+      {"tent_deadline_missed_total",
+       "Requests that completed after their deadline",
+       kCounter,
+       nullptr,
+       {{"", TENT_FIELD(deadlines.missed)}}},
+      // ---- resources ----
+      {"tent_endpoints",
+       "Endpoints by state: live (in use) or retired (not yet freed)",
+       kGauge,
+       "state",
+       {{"live", TENT_FIELD(resources.endpoints_live)},
+        {"retired", TENT_FIELD(resources.endpoints_retired)}}},
+      {"tent_queue_pairs",
+       "QPs that exist, all devices",
+       kGauge,
+       nullptr,
+       {{"", TENT_FIELD(resources.qps_live)}}},
+      {"tent_endpoint_reconnects_total",
+       "Endpoints connected again to a peer device after the first time",
+       kCounter,
+       nullptr,
+       {{"", TENT_FIELD(resources.reconnects)}}},
+      {"tent_endpoint_evictions_total",
+       "Idle endpoints retired to stay within endpoints.max_per_context",
+       kCounter,
+       nullptr,
+       {{"", TENT_FIELD(resources.evictions)}}},
+      // ---- control plane ----
+      {"tent_control_connections_open",
+       "Control connections open right now (both directions)",
+       kGauge,
+       nullptr,
+       {{"", TENT_FIELD(control.connections_open)}}},
+      {"tent_control_connections_refused_total",
+       "Control connections refused over bootstrap.max_connections",
+       kCounter,
+       nullptr,
+       {{"", TENT_FIELD(control.connections_refused)}}},
+      {"tent_control_auth_failures_total",
+       "Peers that failed or skipped authentication",
+       kCounter,
+       nullptr,
+       {{"", TENT_FIELD(control.auth_failures)}}},
+      {"tent_control_frames_rejected_total",
+       "Malformed, oversized or out-of-order control frames",
+       kCounter,
+       nullptr,
+       {{"", TENT_FIELD(control.frames_rejected)}}},
+      {"tent_control_deadline_closures_total",
+       "Control connections closed for missing a read or write deadline",
+       kCounter,
+       nullptr,
+       {{"", TENT_FIELD(control.deadline_closures)}}},
+      // ---- bytes ----
+      {"tent_transferred_bytes_total",
+       "Payload bytes moved, both paths",
+       kCounter,
+       nullptr,
+       {{"", TENT_FIELD(bytes_transferred)}}},
+  };
+  return kFamilies;
+}
+
+#undef TENT_FIELD
+
+pm::MetricFamily family(std::string name, std::string help, pm::MetricType type) {
+  pm::MetricFamily f;
+  f.name = std::move(name);
+  f.help = std::move(help);
+  f.type = type;
+  return f;
+}
+
+// Sets the value where the family's type reads it.
+void add(pm::MetricFamily* f, double value, Labels labels = {}) {
+  pm::ClientMetric m;
+  m.label = std::move(labels);
+  if (f->type == kCounter) {
+    m.counter.value = value;
+  } else {
+    m.gauge.value = value;
+  }
+  f->metric.push_back(std::move(m));
+}
+
+pm::MetricFamily fixed(const FixedFamily& spec, const EngineStats& s) {
+  pm::MetricFamily f = family(spec.name, spec.help, spec.type);
+  for (const FixedSample& sample : spec.samples) {
+    Labels labels;
+    if (spec.label != nullptr) labels.push_back({spec.label, sample.label_value});
+    add(&f, static_cast<double>(sample.get(s)), std::move(labels));
+  }
+  return f;
+}
+
+// One sample per entry of a name -> value map, labelled `label`.
+pm::MetricFamily perName(std::string name, std::string help, pm::MetricType type, const char* label,
+                         const std::map<std::string, uint64_t>& values) {
+  pm::MetricFamily f = family(std::move(name), std::move(help), type);
+  for (const auto& [key, value] : values) add(&f, static_cast<double>(value), {{label, key}});
+  return f;
+}
+
+// Indexed by IntentType's value; labelled with tent's own spelling ("foreground_get").
+pm::MetricFamily perIntent(const std::vector<uint64_t>& bytes) {
+  pm::MetricFamily f = family("tent_intent_transferred_bytes_total",
+                              "Payload bytes moved, by Request::intent_type", kCounter);
+  for (size_t i = 0; i < bytes.size(); ++i) {
+    std::string intent(toString(static_cast<IntentType>(i)));
+    if (intent == "unknown") intent += "_" + std::to_string(i);  // keeps labels unique
+    add(&f, static_cast<double>(bytes[i]), {{"intent", std::move(intent)}});
+  }
+  return f;
+}
+
+std::vector<pm::MetricFamily> perLcore(const std::vector<LcoreStatsView>& lcores) {
+  pm::MetricFamily busy =
+      family("tent_lcore_busy_cycles_total",
+             "TSC cycles of lcore passes in which some poller was busy", kCounter);
+  pm::MetricFamily idle = family("tent_lcore_idle_cycles_total",
+                                 "TSC cycles of idle lcore passes, sleeping included", kCounter);
+  for (const LcoreStatsView& l : lcores) {
+    const Labels labels = {
+        {"lcore", std::to_string(l.lcore)}, {"cpu", std::to_string(l.cpu)}, {"pollers", l.pollers}};
+    add(&busy, static_cast<double>(l.busy_cycles), labels);
+    add(&idle, static_cast<double>(l.idle_cycles), labels);
+  }
+  return {std::move(busy), std::move(idle)};
+}
+
+// The engine's bucket i holds [2^i, 2^(i+1)) ns and its last bucket everything above, so
+// bucket i's upper bound is 2^(i+1) ns and the last one is +Inf. EngineStats keeps no sum.
+pm::MetricFamily directLatency(const std::vector<uint64_t>& buckets) {
+  pm::MetricFamily f =
+      family("tent_direct_latency_seconds", "Post-to-completion latency of direct slices",
+             pm::MetricType::Histogram);
+  pm::ClientMetric m;
+  uint64_t cumulative = 0;
+  for (size_t i = 0; i + 1 < buckets.size(); ++i) {
+    cumulative += buckets[i];
+    // Divided, not multiplied by 1e-9: the quotient is the double nearest 2^(i+1) ns, so
+    // the text reads "8.192e-06", not "8.192000000000001e-06".
+    const double bound = std::ldexp(1.0, static_cast<int>(i + 1)) / 1e9;
+    m.histogram.bucket.push_back({cumulative, bound});
+  }
+  if (!buckets.empty()) cumulative += buckets.back();
+  m.histogram.bucket.push_back({cumulative, std::numeric_limits<double>::infinity()});
+  m.histogram.sample_count = cumulative;
+  m.histogram.sample_sum = std::numeric_limits<double>::quiet_NaN();
+  f.metric.push_back(std::move(m));
+  return f;
+}
+
+pm::MetricFamily info(const EngineStats& s) {
+  pm::MetricFamily f =
+      family("tent_engine_info", "The fabric provider and its link model (value always 1)", kGauge);
+  add(&f, 1, {{"provider", s.provider}, {"link_model", s.link_model}});
+  return f;
+}
+
+}  // namespace
+
+std::vector<prometheus::MetricFamily> toFamilies(const EngineStats& s) {
+  std::vector<pm::MetricFamily> out;
+  out.push_back(info(s));
+  for (const FixedFamily& spec : fixedFamilies()) out.push_back(fixed(spec, s));
+  out.push_back(directLatency(s.direct.latency_histogram_ns));
+  for (pm::MetricFamily& f : perLcore(s.lcores)) out.push_back(std::move(f));
+  out.push_back(perName("tent_device_queue_pairs", "QPs that exist, per device", kGauge, "device",
+                        s.resources.qps_per_device));
+  out.push_back(perName("tent_device_transferred_bytes_total", "Payload bytes moved, per device",
+                        kCounter, "device", s.bytes_per_device));
+  out.push_back(perIntent(s.bytes_per_intent));
+  return out;
+}
+
+}  // namespace tent::metrics
