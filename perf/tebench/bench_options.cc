@@ -1,5 +1,6 @@
 #include "perf/tebench/bench_options.h"
 
+#include <cctype>
 #include <charconv>
 #include <cmath>
 #include <functional>
@@ -129,8 +130,22 @@ Status setPollMode(BenchOptions& o, std::string_view v) {
   return Status::OK();
 }
 
+Status setTxResolution(BenchOptions& o, std::string_view v) {
+  if (v == "ns") {
+    o.tx_resolution = TxResolution::kNs;
+  } else if (v == "us") {
+    o.tx_resolution = TxResolution::kWholeUs;
+  } else {
+    return badValue("tx_resolution", v, "ns or us");
+  }
+  return Status::OK();
+}
+
+// Mooncake lowercases --tent_intent_type before looking it up.
 Status setIntent(BenchOptions& o, std::string_view v) {
-  auto parsed = parseIntentName(v);
+  std::string lower(v);
+  for (char& ch : lower) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
+  auto parsed = parseIntentName(lower);
   if (!parsed.ok())
     return Status::InvalidArgument("--tent_intent_type: " + parsed.status().message());
   o.intent_type = *parsed;
@@ -155,11 +170,14 @@ const std::vector<FlagSpec>& flagSpecs() {
   static const std::vector<FlagSpec> specs = {
       {"backend", false, "tent", "transfer engine backend (only 'tent')", stringFlag(&O::backend)},
       {"xport_type", false, "rdma", "transport (only 'rdma')", stringFlag(&O::xport_type)},
-      {"seg_type", false, "DRAM", "memory type of the buffers (only 'DRAM')",
+      {"seg_type", false, "DRAM", "memory type of the buffers (only DRAM, any case)",
        stringFlag(&O::seg_type)},
+      {"metadata_type", false, "p2p", "metadata service (only 'p2p', as Mooncake's default)",
+       stringFlag(&O::metadata_type)},
       {"config", false, "", "engine YAML config (empty: TENT_CONFIG or the defaults)",
        stringFlag(&O::config_path)},
-      {"target_seg_name", false, "", "host:port of the target; empty = run as the target",
+      {"target_seg_name", false, "",
+       "host:port of the target (one; no comma-separated list); empty = run as the target",
        stringFlag(&O::target_seg_name)},
       {"total_buffer_size", false, "256M", "bytes allocated and registered on each side",
        sizeFlag("total_buffer_size", &O::total_buffer_size)},
@@ -170,7 +188,7 @@ const std::vector<FlagSpec>& flagSpecs() {
        boolFlag("check_consistency", &O::check_consistency)},
       {"start_block_size", false, "4096", "first block size of the sweep",
        sizeFlag("start_block_size", &O::start_block_size)},
-      {"max_block_size", false, "4M", "last block size (doubling)",
+      {"max_block_size", false, "64M", "last block size (doubling)",
        sizeFlag("max_block_size", &O::max_block_size)},
       {"start_batch_size", false, "1", "first batch size of the sweep",
        countFlag("start_batch_size", &O::start_batch_size, 1, 65536)},
@@ -180,19 +198,29 @@ const std::vector<FlagSpec>& flagSpecs() {
        countFlag("start_num_threads", &O::start_num_threads, 1, 1024)},
       {"max_num_threads", false, "1", "last thread count (doubling)",
        countFlag("max_num_threads", &O::max_num_threads, 1, 1024)},
-      {"duration", false, "2", "measured seconds per case",
+      {"duration", false, "5", "measured seconds per case",
        secondsFlag("duration", &O::duration_s, false)},
       {"warmup", false, "1", "unmeasured seconds before the start barrier",
        secondsFlag("warmup", &O::warmup_s, true)},
       {"request_interval_us", false, "0",
-       "aggregate pacing: one transfer per interval across all threads (0 = closed loop)",
+       "each thread waits this many us before each transfer, as Mooncake's (0 = closed loop)",
        microsFlag("request_interval_us", &O::request_interval_us)},
+      {"aggregate_interval_us", false, "0",
+       "aggregate pacing: one transfer per interval across all threads (0 = none)",
+       microsFlag("aggregate_interval_us", &O::aggregate_interval_us)},
       {"tent_intent_type", false, "unspec",
        "intent of every request (unspec, foreground_get, background_prefetch, migration, "
        "checkpoint, weight_loading)",
        setIntent},
-      {"deadline_us", false, "0", "deadline_ns = submit time + this (0 = no deadline)",
+      {"deadline_us", false, "0",
+       "deadline_ns = submit time + this (0 = none); sweep: only --deadline_tight_threads carry it",
        microsFlag("deadline_us", &O::deadline_us)},
+      {"deadline_tight_threads", false, "0",
+       "sweep mode: threads [0, N) carry --deadline_us, the others none (Mooncake's rule)",
+       countFlag("deadline_tight_threads", &O::deadline_tight_threads, 0, 1024)},
+      {"tx_resolution", false, "ns",
+       "ns | us: keep transfer durations in ns, or in whole us truncated as Mooncake's timer",
+       setTxResolution},
       {"poll_mode", false, "spin",
        "spin | yield between getTransferStatus polls (QoS: default of the classes)", setPollMode},
       {"transfer_timeout", false, "30", "seconds a transfer may stay pending before the run fails",
@@ -245,6 +273,10 @@ Status orderRange(const std::set<std::string>& given, const std::string& what, T
 }
 
 Status validateQos(const std::set<std::string>& given, BenchOptions* o) {
+  if (o->isQos() && given.count("deadline_tight_threads")) {
+    return Status::InvalidArgument(
+        "--deadline_tight_threads applies to sweep mode; a workload class states its deadline_us");
+  }
   if (!o->isQos()) {
     for (const char* flag : {"qos_output_jsonl", "qos_latency_dump", "qos_link_capacity_gbps"}) {
       if (given.count(flag)) {
@@ -281,14 +313,36 @@ Status validateQos(const std::set<std::string>& given, BenchOptions* o) {
   return Status::OK();
 }
 
-Status validate(const std::set<std::string>& given, BenchOptions* o) {
+// The flags that name what runs; tent has one backend, one transport, DRAM.
+Status validateRole(BenchOptions* o) {
   if (o->backend != "tent") return badValue("backend", o->backend, "'tent'");
-  if (o->xport_type != "rdma") return badValue("xport_type", o->xport_type, "'rdma'");
-  if (o->seg_type != "DRAM") return badValue("seg_type", o->seg_type, "'DRAM'");
+  // Mooncake's default is empty (the engine picks); tent's one transport is rdma.
+  if (o->xport_type.empty()) o->xport_type = "rdma";
+  if (o->xport_type != "rdma") {
+    return badValue("xport_type", o->xport_type,
+                    "'rdma' (the fabric provider, soft or verbs, comes from --config)");
+  }
+  if (o->seg_type == "dram") o->seg_type = "DRAM";  // Mooncake takes either case
+  if (o->seg_type != "DRAM") return badValue("seg_type", o->seg_type, "DRAM");
+  if (o->metadata_type != "p2p") return badValue("metadata_type", o->metadata_type, "'p2p'");
+  if (o->target_seg_name.find(',') != std::string::npos) {
+    return Status::InvalidArgument(
+        "--target_seg_name: one target only (Mooncake's multi-target list is not supported)");
+  }
+  return Status::OK();
+}
+
+Status validate(const std::set<std::string>& given, BenchOptions* o) {
+  TENT_RETURN_IF_ERROR(validateRole(o));
   TENT_RETURN_IF_ERROR(orderRange(given, "block_size", &o->start_block_size, &o->max_block_size));
   TENT_RETURN_IF_ERROR(orderRange(given, "batch_size", &o->start_batch_size, &o->max_batch_size));
   TENT_RETURN_IF_ERROR(
       orderRange(given, "num_threads", &o->start_num_threads, &o->max_num_threads));
+  if (o->deadline_tight_threads > o->max_num_threads) {
+    return Status::InvalidArgument(
+        "--deadline_tight_threads (" + std::to_string(o->deadline_tight_threads) +
+        ") is larger than --max_num_threads (" + std::to_string(o->max_num_threads) + ")");
+  }
   if (o->check_consistency) o->op_type = OpType::kMix;
   return validateQos(given, o);
 }

@@ -16,29 +16,38 @@ namespace tent::bench {
 enum class OpType : uint8_t { kRead, kWrite, kMix };
 std::string_view opTypeName(OpType op) noexcept;
 
+// How a transfer's duration is kept: nanoseconds, or whole microseconds
+// truncated as Mooncake's tebench keeps them (XferBenchTimer::lap_us).
+enum class TxResolution : uint8_t { kNs, kWholeUs };
+
 struct BenchOptions {
   // Role and engine.
   std::string backend = "tent";
   std::string xport_type = "rdma";
   std::string seg_type = "DRAM";
-  std::string config_path;      // engine YAML; empty: TENT_CONFIG or defaults
-  std::string target_seg_name;  // empty: run as the target
+  std::string metadata_type = "p2p";  // accepted for Mooncake's command lines; only p2p
+  std::string config_path;            // engine YAML; empty: TENT_CONFIG or defaults
+  std::string target_seg_name;        // empty: run as the target
   uint64_t total_buffer_size = uint64_t{256} << 20;
 
   // Sweep (initiator).
   OpType op_type = OpType::kRead;
   bool check_consistency = false;  // WRITE a pattern, READ it back, verify every byte
   uint64_t start_block_size = 4096;
-  uint64_t max_block_size = uint64_t{4} << 20;
+  uint64_t max_block_size = uint64_t{64} << 20;  // Mooncake's default
   uint32_t start_batch_size = 1;
   uint32_t max_batch_size = 1;
   uint32_t start_num_threads = 1;
   uint32_t max_num_threads = 1;
-  double duration_s = 2.0;           // measured time per case
-  double warmup_s = 1.0;             // unmeasured time before the barrier
-  uint64_t request_interval_us = 0;  // aggregate pacing across all threads; 0 = none
+  double duration_s = 5.0;             // measured time per case (Mooncake's default)
+  double warmup_s = 1.0;               // unmeasured time before the barrier
+  uint64_t request_interval_us = 0;    // Mooncake's: each thread waits this before each transfer
+  uint64_t aggregate_interval_us = 0;  // tent's: one transfer per interval across all threads
   IntentType intent_type = IntentType::UNSPEC;
   uint64_t deadline_us = 0;
+  // Sweep mode, as Mooncake's: threads [0, N) carry --deadline_us, the others none.
+  uint32_t deadline_tight_threads = 0;
+  TxResolution tx_resolution = TxResolution::kNs;
   PollMode poll_mode = PollMode::kSpin;
   double transfer_timeout_s = 30.0;  // a transfer pending longer fails the run
 

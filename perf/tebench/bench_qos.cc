@@ -65,6 +65,8 @@ RunContext makeContext(const BenchOptions& o, const RunOutcome& outcome) {
   ctx.duration_s = o.duration_s;
   ctx.warmup_s = o.warmup_s;
   ctx.request_interval_us = o.request_interval_us;
+  ctx.aggregate_interval_us = o.aggregate_interval_us;
+  ctx.tx_resolution = o.tx_resolution == TxResolution::kWholeUs ? "us" : "ns";
   ctx.direct = directDelta(outcome.before.direct, outcome.after.direct);
   ctx.worker = workerDelta(outcome.before.worker, outcome.after.worker);
   return ctx;
@@ -101,10 +103,13 @@ int runQos(const BenchOptions& o, BenchEngine& bench, const RemoteBuffer& remote
   RunContext ctx = makeContext(o, outcome);
 
   std::printf("%s", formatEngineHeader(outcome.after).c_str());
-  std::printf("# QoS run%s%s: op %s, %g s measured after %g s warm-up, interval %llu us\n",
-              o.run_label.empty() ? "" : " ", o.run_label.c_str(),
-              std::string(opTypeName(o.op_type)).c_str(), o.duration_s, o.warmup_s,
-              (unsigned long long)o.request_interval_us);
+  std::printf(
+      "# QoS run%s%s: op %s, %g s measured after %g s warm-up, interval %llu us per thread, "
+      "%llu us aggregate; units: GB/s = 10^9 bytes/s, us = microseconds; AvgInst = bytes / "
+      "Avg Inst GB/s\n",
+      o.run_label.empty() ? "" : " ", o.run_label.c_str(),
+      std::string(opTypeName(o.op_type)).c_str(), o.duration_s, o.warmup_s,
+      (unsigned long long)o.request_interval_us, (unsigned long long)o.aggregate_interval_us);
   std::printf("%s", formatQosTable(report).c_str());
   printDirectSummary(ctx.direct);
   std::fflush(stdout);

@@ -3,6 +3,7 @@
 #include <cstdio>
 #include <ctime>
 #include <fstream>
+#include <optional>
 #include <sstream>
 
 namespace tent::bench {
@@ -25,6 +26,10 @@ std::string format(const char* fmt, Args... args) {
 
 json nullIfZero(double v) {
   return v > 0 ? json(v) : json(nullptr);
+}
+
+json optionalJson(const std::optional<double>& v) {
+  return v ? json(*v) : json(nullptr);
 }
 
 std::string utcNow() {
@@ -84,8 +89,8 @@ json classJson(const ClassReport& r, const json& direct) {
       {"slo_attainment", r.slo_attainment},
       {"goodput_gbps", r.goodput_gbps},
       {"weighted_goodput_gbps", r.weighted_goodput_gbps},
-      {"isolation_leakage", nullptr},
-      {"isolated_throughput_gbps", nullptr},
+      {"isolation_leakage", optionalJson(r.isolation_leakage)},
+      {"isolated_throughput_gbps", optionalJson(c.isolated_gbps)},
       // tent's additions.
       {"block_size", c.block_size},
       {"batch_size", c.batch_size},
@@ -99,6 +104,7 @@ json classJson(const ClassReport& r, const json& direct) {
       {"min_us", r.latency.min_us},
       {"max_us", r.latency.max_us},
       {"avg_inst_gbps", r.avg_inst_gbps},
+      {"avg_us_from_inst_gbps", nullIfZero(r.avg_us_from_inst_gbps)},
       {"failed_transfers", r.failed_transfers},
       {"elapsed_s", r.elapsed_s},
       {"direct", direct},
@@ -139,9 +145,14 @@ std::string formatEngineHeader(const EngineStats& stats) {
 }
 
 std::string formatCaseHeader() {
-  std::string out = format("%-13s %-7s %-13s %-13s %-13s %-13s %-13s %-13s %s\n", "BlkSize (B)",
-                           "Batch", "BW (GB/s)", "Avg Inst GB/s", "Avg Lat (us)", "Avg Tx (us)",
-                           "P99 Tx (us)", "P999 Tx (us)", "Threads");
+  // Units: GB/s is 1e9 bytes/s (not GiB/s, not UCX's 2^20-byte "MB"); us are 1e-6 s.
+  std::string out =
+      "# units: GB/s = 10^9 bytes/s; us = microseconds. Avg/P99/P999 Tx: "
+      "submitTransfer to the status poll that sees completion; Avg Lat: the whole "
+      "loop per transfer (window x threads / transfers); BW: bytes / window\n";
+  out += format("%-13s %-7s %-13s %-13s %-13s %-13s %-13s %-13s %s\n", "BlkSize (B)", "Batch",
+                "BW (GB/s)", "Avg Inst GB/s", "Avg Lat (us)", "Avg Tx (us)", "P99 Tx (us)",
+                "P999 Tx (us)", "Threads");
   out += std::string(120, '-') + "\n";
   return out;
 }
@@ -157,19 +168,20 @@ std::string formatCaseRow(const CaseRow& r) {
 
 std::string formatQosTable(const QosReport& report) {
   std::string out = format(
-      "%-14s %-7s %-9s %-5s %-15s %-9s %-10s %-10s %-10s %-10s %-10s %-8s "
+      "%-14s %-7s %-9s %-5s %-15s %-9s %-10s %-10s %-13s %-10s %-10s %-10s %-8s "
       "%-8s %-10s %s\n",
-      "Class", "Threads", "Block", "Batch", "Intent", "Ops", "GB/s", "Avg (us)", "P50 (us)",
-      "P99 (us)", "P999 (us)", "SLO (us)", "Attain", "Goodput", "Weight");
+      "Class", "Threads", "Block", "Batch", "Intent", "Ops", "GB/s", "Avg (us)", "AvgInst (us)",
+      "P50 (us)", "P99 (us)", "P999 (us)", "SLO (us)", "Attain", "Goodput", "Weight");
   for (const auto& r : report.classes) {
     const auto& c = r.config;
     out += format(
-        "%-14s %-7u %-9llu %-5u %-15s %-9llu %-10.4f %-10.1f %-10.1f %-10.1f %-10.1f "
+        "%-14s %-7u %-9llu %-5u %-15s %-9llu %-10.4f %-10.1f %-13.1f %-10.1f %-10.1f %-10.1f "
         "%-8llu %-8.4f %-10.4f %g\n",
         c.name.c_str(), c.threads, (unsigned long long)c.block_size, c.batch_size,
         std::string(intentName(c.intent_type)).c_str(), (unsigned long long)r.operations,
-        r.throughput_gbps, r.latency.avg_us, r.latency.p50_us, r.latency.p99_us, r.latency.p999_us,
-        (unsigned long long)c.slo_us, r.slo_attainment, r.goodput_gbps, c.weight);
+        r.throughput_gbps, r.latency.avg_us, r.avg_us_from_inst_gbps, r.latency.p50_us,
+        r.latency.p99_us, r.latency.p999_us, (unsigned long long)c.slo_us, r.slo_attainment,
+        r.goodput_gbps, c.weight);
   }
   out +=
       format("aggregate_throughput_gbps=%.4f weighted_goodput_gbps=%.4f jain_fairness=%.4f",
@@ -246,7 +258,7 @@ json qosRecordJson(const QosReport& report, const RunContext& ctx) {
       {"aggregate_throughput_gbps", report.aggregate_throughput_gbps},
       {"weighted_goodput_gbps", report.weighted_goodput_gbps},
       {"jain_fairness", report.jain_fairness},
-      {"max_isolation_leakage", nullptr},
+      {"max_isolation_leakage", optionalJson(report.max_isolation_leakage)},
       {"link_capacity_gbps", nullIfZero(report.link_capacity_gbps)},
       {"total_utilization",
        report.total_utilization ? json(*report.total_utilization) : json(nullptr)},
@@ -263,6 +275,8 @@ json qosRecordJson(const QosReport& report, const RunContext& ctx) {
       {"duration_s", ctx.duration_s},
       {"warmup_s", ctx.warmup_s},
       {"request_interval_us", ctx.request_interval_us},
+      {"aggregate_interval_us", ctx.aggregate_interval_us},
+      {"tx_resolution", ctx.tx_resolution},
       {"direct", directToJson(ctx.direct)},
       {"worker", workerToJson(ctx.worker)},
       {"cmdline", ctx.cmdline},

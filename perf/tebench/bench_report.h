@@ -37,9 +37,11 @@ struct RunContext {
   std::string op_type;
   double duration_s = 0;
   double warmup_s = 0;
-  uint64_t request_interval_us = 0;
-  DirectPathStats direct;  // delta over the measured window
-  WorkerPathStats worker;  // delta over the measured window
+  uint64_t request_interval_us = 0;    // per thread, before each transfer (Mooncake's)
+  uint64_t aggregate_interval_us = 0;  // across all threads (tent's)
+  std::string tx_resolution = "ns";    // "ns" or "us" (whole microseconds, truncated)
+  DirectPathStats direct;              // delta over the measured window
+  WorkerPathStats worker;              // delta over the measured window
 };
 
 // Counter deltas (after - before); the histogram subtracts bucket-wise.

@@ -1,5 +1,6 @@
 #include "perf/tebench/bench_runner.h"
 
+#include <algorithm>
 #include <csignal>
 #include <cstdio>
 #include <memory>
@@ -18,40 +19,79 @@ ThreadPlan basePlan(const BenchOptions& o, const RemoteBuffer& remote) {
   p.op = o.op_type;
   p.check = o.check_consistency;
   p.intent = o.intent_type;
-  p.deadline_us = o.deadline_us;
   p.poll_mode = o.poll_mode;
   return p;
 }
 
+// The measurement of the threads in [first, last) of a case.
+CaseMeasurement measureThreads(const RunOutcome& outcome, uint64_t block, uint32_t batch,
+                               uint32_t first, uint32_t last) {
+  CaseMeasurement m;
+  m.block_size = block;
+  m.batch_size = batch;
+  m.threads = last - first;
+  for (uint32_t i = first; i < last; ++i) {
+    const auto& r = outcome.results[i];
+    m.thread_elapsed_s.push_back(r->elapsed_s);
+    r->samples.appendTo(&m.transfer_ns);
+    m.failed_transfers += r->failed;
+  }
+  return m;
+}
+
+// Mooncake's [deadline-tight] / [deadline-loose] lines under a sweep row.
+void printDeadlineGroups(const BenchOptions& o, const RunOutcome& outcome, uint64_t block,
+                         uint32_t batch, uint32_t threads) {
+  const uint32_t tight = std::min(threads, o.deadline_tight_threads);
+  struct Group {
+    const char* name;
+    uint32_t first, last;
+    uint64_t deadline_us;
+  };
+  for (const Group& g :
+       {Group{"tight", 0, tight, o.deadline_us}, Group{"loose", tight, threads, 0}}) {
+    if (g.first == g.last) continue;
+    CaseMeasurement m = measureThreads(outcome, block, batch, g.first, g.last);
+    const CaseRow row = computeCaseRow(&m);
+    if (row.transfers == 0) continue;
+    std::printf("  [deadline-%s] threads=%u", g.name, g.last - g.first);
+    if (g.deadline_us) std::printf(" deadline_us=%llu", (unsigned long long)g.deadline_us);
+    std::printf(" operations=%llu throughput=%.6f GB/s\n", (unsigned long long)row.transfers,
+                row.bw_gbps);
+  }
+}
+
 int runCase(const BenchOptions& o, BenchEngine& bench, const RemoteBuffer& remote, uint32_t threads,
             uint64_t block, uint32_t batch) {
+  SweepCase c = runSweepCase(o, bench, remote, threads, block, batch);
+  std::printf("%s", formatCaseRow(c.row).c_str());
+  if (o.deadline_us > 0) printDeadlineGroups(o, c.outcome, block, batch, threads);
+  std::fflush(stdout);
+  return reportProblems(c.outcome) ? 1 : 0;
+}
+
+}  // namespace
+
+SweepCase runSweepCase(const BenchOptions& o, BenchEngine& bench, const RemoteBuffer& remote,
+                       uint32_t threads, uint64_t block, uint32_t batch) {
   std::vector<ThreadPlan> plans;
   const uint64_t region = block * batch;
   for (uint32_t i = 0; i < threads; ++i) {
     ThreadPlan p = basePlan(o, remote);
     p.index = i;
+    p.deadline_us = i < o.deadline_tight_threads ? o.deadline_us : 0;  // Mooncake's rule
     p.block_size = block;
     p.batch_size = batch;
     p.local = bench.buffer + i * region;
     p.remote_addr = remote.addr + i * region;
     plans.push_back(p);
   }
-  RunOutcome outcome = executeRun(o, bench, plans, nullptr);
-  CaseMeasurement m;
-  m.block_size = block;
-  m.batch_size = batch;
-  m.threads = threads;
-  for (const auto& r : outcome.results) {
-    m.thread_elapsed_s.push_back(r->elapsed_s);
-    r->samples.appendTo(&m.transfer_ns);
-    m.failed_transfers += r->failed;
-  }
-  std::printf("%s", formatCaseRow(computeCaseRow(&m)).c_str());
-  std::fflush(stdout);
-  return reportProblems(outcome) ? 1 : 0;
+  SweepCase c;
+  c.outcome = executeRun(o, bench, plans, nullptr);
+  CaseMeasurement m = measureThreads(c.outcome, block, batch, 0, threads);
+  c.row = computeCaseRow(&m);
+  return c;
 }
-
-}  // namespace
 
 int runTarget(const BenchOptions& options, BenchEngine& bench) {
   EngineStats stats = bench.engine->stats();
@@ -78,11 +118,19 @@ int runTarget(const BenchOptions& options, BenchEngine& bench) {
 int runSweep(const BenchOptions& o, BenchEngine& bench, const RemoteBuffer& remote) {
   std::printf("%s", formatEngineHeader(bench.engine->stats()).c_str());
   std::printf(
-      "# op: %s  duration: %g s  warm-up: %g s  interval: %llu us  intent: %s  "
-      "deadline: %llu us  target: %s\n",
+      "# op: %s  duration: %g s  warm-up: %g s  interval: %llu us per thread, %llu us "
+      "aggregate  intent: %s  deadline: %llu us on %u threads  tx timer: %s  target: %s\n",
       std::string(opTypeName(o.op_type)).c_str(), o.duration_s, o.warmup_s,
-      (unsigned long long)o.request_interval_us, std::string(intentName(o.intent_type)).c_str(),
-      (unsigned long long)o.deadline_us, o.target_seg_name.c_str());
+      (unsigned long long)o.request_interval_us, (unsigned long long)o.aggregate_interval_us,
+      std::string(intentName(o.intent_type)).c_str(), (unsigned long long)o.deadline_us,
+      o.deadline_us ? o.deadline_tight_threads : 0u,
+      o.tx_resolution == TxResolution::kWholeUs ? "whole us (truncated)" : "ns",
+      o.target_seg_name.c_str());
+  if (o.deadline_us > 0 && o.deadline_tight_threads == 0) {
+    std::fprintf(stderr,
+                 "tebench: --deadline_us applies to threads [0, --deadline_tight_threads) as in "
+                 "Mooncake's tebench; with --deadline_tight_threads=0 no thread carries it\n");
+  }
   std::printf("%s", formatCaseHeader().c_str());
   std::fflush(stdout);
   int rc = 0;

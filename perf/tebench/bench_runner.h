@@ -4,6 +4,8 @@
 
 #include "perf/tebench/bench_engine.h"
 #include "perf/tebench/bench_options.h"
+#include "perf/tebench/bench_run.h"
+#include "perf/tebench/bench_stats.h"
 
 namespace tent::bench {
 
@@ -13,6 +15,14 @@ int runTarget(const BenchOptions& options, BenchEngine& bench);
 
 // Threads x block size x batch size, doubling; one table row per case.
 int runSweep(const BenchOptions& options, BenchEngine& bench, const RemoteBuffer& remote);
+
+// One sweep case, measured and not printed: its table row and what the run saw.
+struct SweepCase {
+  CaseRow row;
+  RunOutcome outcome;
+};
+SweepCase runSweepCase(const BenchOptions& options, BenchEngine& bench, const RemoteBuffer& remote,
+                       uint32_t threads, uint64_t block, uint32_t batch);
 
 // Workload classes run together; class table, JSONL record, latency dump.
 int runQos(const BenchOptions& options, BenchEngine& bench, const RemoteBuffer& remote);

@@ -100,11 +100,15 @@ double avgInstGbps(std::span<const uint64_t> durations_ns, uint64_t bytes_per_tr
   double sum = 0;
   uint64_t n = 0;
   for (uint64_t d : durations_ns) {
-    if (d == 0) continue;
-    sum += static_cast<double>(bytes_per_transfer) / static_cast<double>(d);  // B/ns = GB/s
+    if (d != 0) sum += static_cast<double>(bytes_per_transfer) / static_cast<double>(d);  // B/ns
     ++n;
   }
   return n ? sum / static_cast<double>(n) : 0;
+}
+
+double avgLatencyFromInstUs(uint64_t bytes_per_transfer, double avg_inst_gbps) noexcept {
+  if (!(avg_inst_gbps > 0)) return 0;
+  return nsToUs(static_cast<double>(bytes_per_transfer) / avg_inst_gbps);  // GB/s = B/ns
 }
 
 double jainIndex(std::span<const double> values) noexcept {
@@ -156,6 +160,7 @@ ClassReport computeClass(const WorkloadClass& c, ClassMeasurement* m) {
   r.transferred_bytes = r.operations * bytes_per_transfer;
   r.elapsed_s = mean(m->thread_elapsed_s);
   r.avg_inst_gbps = avgInstGbps(m->transfer_ns, bytes_per_transfer);
+  r.avg_us_from_inst_gbps = avgLatencyFromInstUs(bytes_per_transfer, r.avg_inst_gbps);
   if (r.elapsed_s > 0) r.throughput_gbps = double(r.transferred_bytes) / 1e9 / r.elapsed_s;
 
   const uint64_t attempts = r.operations + r.failed_transfers;
@@ -168,6 +173,8 @@ ClassReport computeClass(const WorkloadClass& c, ClassMeasurement* m) {
   if (c.slo_us == 0 && r.failed_transfers == 0) r.slo_attainment = 1.0;
   if (r.elapsed_s > 0) r.goodput_gbps = double(within * bytes_per_transfer) / 1e9 / r.elapsed_s;
   r.weighted_goodput_gbps = r.goodput_gbps * c.weight;
+  if (c.isolated_gbps)
+    r.isolation_leakage = std::max(0.0, 1.0 - r.throughput_gbps / *c.isolated_gbps);
   return r;
 }
 
@@ -182,6 +189,10 @@ QosReport computeQosReport(const std::vector<WorkloadClass>& classes,
     report.aggregate_throughput_gbps += r.throughput_gbps;
     report.weighted_goodput_gbps += r.weighted_goodput_gbps;
     normalized.push_back(r.throughput_gbps / r.config.weight);
+    if (r.isolation_leakage) {
+      report.max_isolation_leakage =
+          std::max(report.max_isolation_leakage.value_or(0.0), *r.isolation_leakage);
+    }
     report.classes.push_back(std::move(r));
   }
   report.jain_fairness = jainIndex(normalized);

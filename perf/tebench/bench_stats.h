@@ -54,16 +54,23 @@ LatencySummary summarizeLatency(std::vector<uint64_t>* samples_ns);
 double fractionWithin(std::span<const uint64_t> sorted_ns, uint64_t limit_ns) noexcept;
 
 // Mean over transfers of (bytes / that transfer's duration), in GB/s. Each
-// transfer moved `bytes_per_transfer` bytes. Zero durations are skipped.
+// transfer moved `bytes_per_transfer` bytes. A zero duration counts as 0 GB/s,
+// as in Mooncake's tebench (its whole-microsecond timer reads 0 for short
+// transfers; tent's ns timer does not).
 double avgInstGbps(std::span<const uint64_t> durations_ns, uint64_t bytes_per_transfer) noexcept;
+
+// The RFC's "average latency derived from instantaneous bandwidth": bytes per
+// transfer / Avg Inst GB/s, in us (the harmonic mean of the durations); 0 when
+// there is no instantaneous bandwidth.
+double avgLatencyFromInstUs(uint64_t bytes_per_transfer, double avg_inst_gbps) noexcept;
 
 // Jain's fairness index (sum x)^2 / (n * sum x^2); 0 when every x is 0.
 double jainIndex(std::span<const double> values) noexcept;
 
 // ---- sweep mode ------------------------------------------------------------
 
-// What one sweep case measured. A "transfer" is one submitted batch:
-// submitTransfer of batch_size requests until every task left PENDING.
+// What one sweep case measured. A "transfer" is one submitted batch, timed
+// from submitTransfer to the status poll that saw it complete.
 struct CaseMeasurement {
   uint64_t block_size = 0;
   uint32_t batch_size = 0;
@@ -80,8 +87,8 @@ struct CaseRow {
   uint64_t transfers = 0;
   double bw_gbps = 0;        // bytes of all threads / mean thread window
   double avg_inst_gbps = 0;  // mean of per-transfer bytes / duration
-  double avg_lat_us = 0;     // mean thread window * threads / transfers (cycle time)
-  double avg_tx_us = 0;      // mean transfer duration (submit to completion)
+  double avg_lat_us = 0;     // mean thread window * threads / transfers: the whole loop
+  double avg_tx_us = 0;      // mean transfer duration (submit to the poll that saw completion)
   double p99_tx_us = 0;
   double p999_tx_us = 0;
   uint64_t failed_transfers = 0;
@@ -105,19 +112,22 @@ struct ClassReport {
   double elapsed_s = 0;
   double throughput_gbps = 0;
   double avg_inst_gbps = 0;
+  double avg_us_from_inst_gbps = 0;  // bytes per transfer / avg_inst_gbps; 0 = none
   LatencySummary latency;
   double slo_attainment = 1;  // within slo_us / (completed + failed); 1 without SLO
   double goodput_gbps = 0;    // bytes of transfers within the SLO / elapsed_s
   double weighted_goodput_gbps = 0;
+  std::optional<double> isolation_leakage;  // with isolated_gbps: max(0, 1 - throughput / it)
 };
 
 struct QosReport {
   std::vector<ClassReport> classes;
   double aggregate_throughput_gbps = 0;
   double weighted_goodput_gbps = 0;
-  double jain_fairness = 0;                 // over throughput_gbps / weight per class
-  double link_capacity_gbps = 0;            // 0 = not given
-  std::optional<double> total_utilization;  // aggregate / capacity, when given
+  double jain_fairness = 0;                     // over throughput_gbps / weight per class
+  std::optional<double> max_isolation_leakage;  // over the classes that have one
+  double link_capacity_gbps = 0;                // 0 = not given
+  std::optional<double> total_utilization;      // aggregate / capacity, when given
 };
 
 // Sorts every measurement's samples in place (they stay sorted, for the CDF).

@@ -38,11 +38,19 @@ void Pacer::waitTurn() noexcept {
   }
 }
 
+void delayBeforeTransfer(int64_t delay_ns) noexcept {
+  if (delay_ns <= 0) return;
+  const int64_t until = nowNs() + delay_ns;
+  while (nowNs() < until) std::this_thread::yield();
+}
+
 Run::Run(TransferEngine* e, const BenchOptions& options, uint32_t threads)
     : engine(e),
       transfer_timeout_ns(static_cast<int64_t>(options.transfer_timeout_s * 1e9)),
       duration_ns(static_cast<int64_t>(options.duration_s * 1e9)),
-      pacer(options.request_interval_us * 1000),
+      pacer(options.aggregate_interval_us * 1000),
+      thread_delay_ns(static_cast<int64_t>(options.request_interval_us * 1000)),
+      tx_in_whole_us(options.tx_resolution == TxResolution::kWholeUs),
       start_barrier(threads, StartMark{this}) {
   warmup_end_ns = nowNs() + static_cast<int64_t>(options.warmup_s * 1e9);
 }

@@ -5,27 +5,22 @@
 
 #include <atomic>
 #include <barrier>
-#include <chrono>
 #include <cstdint>
 #include <mutex>
 #include <string>
 #include <vector>
 
+#include "perf/tebench/bench_clock.h"
 #include "perf/tebench/bench_options.h"
 #include "perf/tebench/bench_stats.h"
 #include "tent/transfer_engine.h"
 
 namespace tent::bench {
 
-inline int64_t nowNs() noexcept {
-  return std::chrono::duration_cast<std::chrono::nanoseconds>(
-             std::chrono::steady_clock::now().time_since_epoch())
-      .count();
-}
-
-// Aggregate pacing: at most one transfer per interval across every thread
-// that shares the pacer. A thread that finds its slot in the past issues at
-// once and moves the next slot to now + interval (no catch-up bursts).
+// Aggregate pacing (tent's --aggregate_interval_us): at most one transfer per
+// interval across every thread that shares the pacer. A thread that finds its
+// slot in the past issues at once and moves the next slot to now + interval
+// (no catch-up bursts).
 class Pacer {
  public:
   explicit Pacer(uint64_t interval_ns = 0) noexcept : interval_ns_(interval_ns) {}
@@ -70,6 +65,11 @@ struct Run {
   std::atomic<int64_t> measure_end_ns{0};
   std::atomic<bool> abort{false};
   Pacer pacer;
+  // Mooncake's --request_interval_us: every thread waits this long (yielding)
+  // before each transfer; 0 = none.
+  int64_t thread_delay_ns = 0;
+  // Mooncake's timer keeps whole microseconds (truncated): --tx_resolution=us.
+  bool tx_in_whole_us = false;
   std::barrier<StartMark> start_barrier;
   EngineStats stats_at_start;  // written by StartMark
 
@@ -79,12 +79,15 @@ struct Run {
 };
 
 struct ThreadResult {
-  LatencyLog samples;  // transfer durations (ns) of the measured window
+  LatencyLog samples;  // transfer durations (ns; whole us x 1000 with --tx_resolution=us)
   uint64_t failed = 0;
   uint64_t mismatches = 0;
   double elapsed_s = 0;
   std::atomic<uint64_t> completed{0};  // read by the progress printer
 };
+
+// Waits `delay_ns` from now, yielding (Mooncake's per-thread request pacing).
+void delayBeforeTransfer(int64_t delay_ns) noexcept;
 
 // The whole life of one benchmark thread.
 void runBenchThread(const ThreadPlan& plan, Run* run, ThreadResult* out);

@@ -1,6 +1,9 @@
 // The measured loop of a benchmark thread. Nothing here allocates per
 // transfer except the engine's own batch; errors take a slow path that
-// records the first message and counts the failure.
+// records the first message and counts the failure. What is timed follows
+// Mooncake TENT's tebench (benchmark/tent_backend.cpp, main.cpp): a transfer's
+// duration from submitTransfer to the status poll that sees it complete; the
+// thread's window over the whole loop.
 #include <cstring>
 #include <string>
 #include <thread>
@@ -24,18 +27,21 @@ class TransferLoop {
     }
   }
 
-  // One transfer (one batch). `record` is null during warm-up.
+  // One transfer (one batch). `record` is null during warm-up. Pattern
+  // filling, pacing, batch allocation and freeing, and verification lie
+  // outside the transfer's duration (Avg Tx) and inside the thread's window
+  // (Avg Lat, BW), as in Mooncake's tebench.
   void once(ThreadResult* record) noexcept {
     const OpCode op = nextOp();
     prepare(op);
     run_->pacer.waitTurn();
-    const int64_t t0 = nowNs();
-    const bool ok = transfer(op, t0);
-    const int64_t t1 = nowNs();
+    delayBeforeTransfer(run_->thread_delay_ns);
+    int64_t duration_ns = 0;
+    const bool ok = transfer(op, &duration_ns);
     if (ok && plan_.check && op == OpCode::READ) verify(record);
     if (record == nullptr) return;
     if (ok) {
-      record->samples.record(static_cast<uint64_t>(t1 - t0));
+      record->samples.record(recorded(duration_ns));
       record->completed.fetch_add(1, std::memory_order_relaxed);
     } else {
       ++record->failed;
@@ -78,31 +84,45 @@ class TransferLoop {
              " read back differs from the pattern written");
   }
 
-  bool transfer(OpCode op, int64_t t0) noexcept {
+  // Mooncake's timer keeps whole microseconds, truncated (--tx_resolution=us).
+  uint64_t recorded(int64_t duration_ns) const noexcept {
+    const auto ns = static_cast<uint64_t>(duration_ns);
+    return run_->tx_in_whole_us ? ns / 1000 * 1000 : ns;
+  }
+
+  // allocateBatch, then the timed part: from just before submitTransfer to the
+  // batch status poll that sees every task COMPLETED; then freeBatch.
+  bool transfer(OpCode op, int64_t* duration_ns) noexcept {
     auto batch = run_->engine->allocateBatch(plan_.batch_size);
     if (!batch.ok()) {
       slowFail("allocateBatch: " + batch.status().toString());
       run_->abort.store(true);
       return false;
     }
-    for (Request& r : requests_) {
-      r.opcode = op;
-      r.deadline_ns = plan_.deadline_us ? static_cast<uint64_t>(t0) + plan_.deadline_us * 1000 : 0;
+    for (Request& r : requests_) r.opcode = op;
+    const int64_t t0 = nowNs();
+    if (plan_.deadline_us != 0) {
+      const uint64_t deadline = static_cast<uint64_t>(t0) + plan_.deadline_us * 1000;
+      for (Request& r : requests_) r.deadline_ns = deadline;
     }
     Status s = run_->engine->submitTransfer(*batch, requests_);
     bool ok = s.ok();
     if (!ok) slowFail("submitTransfer: " + s.toString());
-    for (size_t i = 0; ok && i < requests_.size(); ++i) ok = waitTask(*batch, i, t0);
+    int64_t t1 = t0;
+    if (ok) ok = waitBatch(*batch, t0, &t1);
+    *duration_ns = t1 - t0;
     (void)run_->engine->freeBatch(*batch);
     return ok;
   }
 
-  // Polls one task until it leaves PENDING; true when it COMPLETED.
-  bool waitTask(BatchId batch, size_t task, int64_t t0) noexcept {
+  // Polls the batch's status until it leaves PENDING (as Mooncake's tebench
+  // does); *seen_ns is the clock right after the poll that saw it COMPLETED.
+  bool waitBatch(BatchId batch, int64_t t0, int64_t* seen_ns) noexcept {
     for (uint64_t polls = 1;; ++polls) {
-      auto st = run_->engine->getTransferStatus(batch, task);
+      auto st = run_->engine->getBatchTransferStatus(batch);
+      *seen_ns = nowNs();
       if (!st.ok()) {
-        slowFail("getTransferStatus: " + st.status().toString());
+        slowFail("getBatchTransferStatus: " + st.status().toString());
         return false;
       }
       const TransferState state = st->state;
@@ -111,8 +131,8 @@ class TransferLoop {
         slowFail(std::string("transfer ended ") + std::string(toString(state)));
         return false;
       }
-      if ((polls & 1023) == 0 && nowNs() - t0 > run_->transfer_timeout_ns) {
-        (void)run_->engine->cancelTransfer(batch, task);
+      if ((polls & 1023) == 0 && *seen_ns - t0 > run_->transfer_timeout_ns) {
+        for (size_t i = 0; i < requests_.size(); ++i) (void)run_->engine->cancelTransfer(batch, i);
         slowFail("a transfer stayed pending longer than --transfer_timeout");
         run_->abort.store(true);
         return false;

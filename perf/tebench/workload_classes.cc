@@ -30,6 +30,7 @@ struct IntentEntry {
 };
 constexpr IntentEntry kIntents[] = {
     {"unspec", IntentType::UNSPEC},
+    {"intent_unspec", IntentType::UNSPEC},  // Mooncake's other spelling
     {"foreground_get", IntentType::FOREGROUND_GET},
     {"background_prefetch", IntentType::BACKGROUND_PREFETCH},
     {"migration", IntentType::MIGRATION},
@@ -167,6 +168,12 @@ Status applyField(const std::string& key, const json& value, const std::string& 
       return fieldError(where, key, "must be a finite number > 0, got " + shown(value));
     }
     c->weight = value.get<double>();
+  } else if (key == "isolated_gbps") {
+    if (value.is_null()) return Status::OK();  // Mooncake allows null: not given
+    if (!value.is_number() || !std::isfinite(value.get<double>()) || value.get<double>() <= 0) {
+      return fieldError(where, key, "must be a finite number > 0 or null, got " + shown(value));
+    }
+    c->isolated_gbps = value.get<double>();
   } else {
     std::string allowed;
     for (const auto& k : workloadClassKeys()) allowed += (allowed.empty() ? "" : ", ") + k;
@@ -196,9 +203,9 @@ Result<WorkloadClass> parseClass(const json& object, size_t index) {
 }  // namespace
 
 const std::vector<std::string>& workloadClassKeys() {
-  static const std::vector<std::string> keys = {"name",       "threads",     "block_size",
-                                                "batch_size", "intent_type", "deadline_us",
-                                                "slo_us",     "weight",      "poll_mode"};
+  static const std::vector<std::string> keys = {
+      "name",        "threads", "block_size", "batch_size",    "intent_type",
+      "deadline_us", "slo_us",  "weight",     "isolated_gbps", "poll_mode"};
   return keys;
 }
 

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -31,6 +32,9 @@ struct WorkloadClass {
   uint64_t deadline_us = 0;  // 0: no deadline; else deadline_ns = submit time + deadline_us
   uint64_t slo_us = 0;       // 0: no SLO (attainment 1, goodput = throughput)
   double weight = 1.0;
+  // Mooncake's isolated_gbps: the class's throughput when it runs alone, for
+  // isolation_leakage = max(0, 1 - throughput / isolated_gbps).
+  std::optional<double> isolated_gbps;
   PollMode poll_mode = PollMode::kSpin;  // tent's addition
   // Whether the JSON stated the field; the global --tent_intent_type,
   // --deadline_us and --poll_mode apply to classes that leave them out.

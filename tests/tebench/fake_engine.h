@@ -5,13 +5,14 @@
 #pragma once
 
 #include <atomic>
-#include <chrono>
 #include <cstdlib>
 #include <cstring>
+#include <functional>
 #include <map>
 #include <mutex>
 #include <vector>
 
+#include "perf/tebench/bench_clock.h"
 #include "tent/transfer_engine.h"
 
 namespace tent::bench::testing {
@@ -34,6 +35,11 @@ class FakeEngine : public TransferEngine {
   std::atomic<uint64_t> bad_deadlines{0};  // deadline set but not "submit time + deadline"
   std::atomic<uint64_t> canceled{0};
   uint64_t expected_deadline_ns = 0;  // the deadline_us the test asked for, in ns
+
+  // Called at the start of each datapath call, before the fake takes its lock
+  // (tests advance a virtual clock here to give each call a known cost).
+  enum class Call { kAllocateBatch, kSubmit, kStatus, kFreeBatch };
+  std::function<void(Call)> on_call;
 
   std::string segmentName() const override { return "fake:1"; }
 
@@ -66,20 +72,20 @@ class FakeEngine : public TransferEngine {
   }
 
   Result<BatchId> allocateBatch(size_t capacity) override {
+    hook(Call::kAllocateBatch);
     std::lock_guard<std::mutex> lock(mu_);
     batches_[next_batch_] = Batch{capacity, {}};
     return next_batch_++;
   }
   Status freeBatch(BatchId batch) override {
+    hook(Call::kFreeBatch);
     std::lock_guard<std::mutex> lock(mu_);
     return batches_.erase(batch) ? Status::OK() : Status::NotFound("fake: no batch");
   }
 
   Status submitTransfer(BatchId batch, std::span<const Request> reqs) override {
-    const uint64_t now =
-        static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(
-                                  std::chrono::steady_clock::now().time_since_epoch())
-                                  .count());
+    hook(Call::kSubmit);
+    const auto now = static_cast<uint64_t>(nowNs());  // tebench's clock, virtual in some tests
     std::lock_guard<std::mutex> lock(mu_);
     auto it = batches_.find(batch);
     if (it == batches_.end()) return Status::NotFound("fake: no batch");
@@ -91,22 +97,34 @@ class FakeEngine : public TransferEngine {
   }
 
   Result<TransferStatus> getTransferStatus(BatchId batch, size_t task_id) override {
+    hook(Call::kStatus);
     std::lock_guard<std::mutex> lock(mu_);
     auto it = batches_.find(batch);
     if (it == batches_.end() || task_id >= it->second.tasks.size()) {
       return Status::NotFound("fake: no task");
     }
-    Task& t = it->second.tasks[task_id];
-    if (never_complete || t.polls_left > 0) {
-      if (t.polls_left > 0) --t.polls_left;
-      if (t.final_status.state != TransferState::CANCELED) {
-        return TransferStatus{TransferState::PENDING, 0};
+    return pollTask(it->second.tasks[task_id]);
+  }
+  // As the engine's: COMPLETED when every task did, the first failure, else PENDING.
+  Result<TransferStatus> getBatchTransferStatus(BatchId batch) override {
+    hook(Call::kStatus);
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = batches_.find(batch);
+    if (it == batches_.end()) return Status::NotFound("fake: no batch");
+    TransferStatus total{TransferState::COMPLETED, 0};
+    bool pending = false, failed = false;
+    for (Task& t : it->second.tasks) {
+      const TransferStatus st = pollTask(t);
+      total.transferred_bytes += st.transferred_bytes;
+      if (st.state == TransferState::PENDING) {
+        pending = true;
+      } else if (st.state != TransferState::COMPLETED && !failed) {
+        failed = true;
+        total.state = st.state;
       }
     }
-    return t.final_status;
-  }
-  Result<TransferStatus> getBatchTransferStatus(BatchId) override {
-    return Status::NotSupported("fake");
+    if (pending) total.state = TransferState::PENDING;
+    return total;
   }
   Status cancelTransfer(BatchId batch, size_t task_id) override {
     std::lock_guard<std::mutex> lock(mu_);
@@ -138,6 +156,10 @@ class FakeEngine : public TransferEngine {
   const std::vector<char>& remote() const { return remote_; }
 
  private:
+  void hook(Call call) {
+    if (on_call) on_call(call);
+  }
+
   struct Task {
     TransferStatus final_status;
     uint32_t polls_left = 0;
@@ -146,6 +168,18 @@ class FakeEngine : public TransferEngine {
     size_t capacity = 0;
     std::vector<Task> tasks;
   };
+
+  // One poll of a task: PENDING for its first pending_polls polls (or forever
+  // with never_complete, until canceled), then its final state.
+  TransferStatus pollTask(Task& t) {
+    if (never_complete || t.polls_left > 0) {
+      if (t.polls_left > 0) --t.polls_left;
+      if (t.final_status.state != TransferState::CANCELED) {
+        return TransferStatus{TransferState::PENDING, 0};
+      }
+    }
+    return t.final_status;
+  }
 
   Task execute(const Request& r, uint64_t now) {
     const uint64_t n = ++requests;

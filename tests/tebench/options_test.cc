@@ -56,6 +56,50 @@ TEST(BenchOptions, InitiatorSweepFlags) {
   EXPECT_EQ(r->poll_mode, PollMode::kYield);
 }
 
+// Issue 14's side-by-side: the flags Mooncake TENT's tebench is run with mean
+// the same here (benchmark/utils.cpp, main.cpp), defaults included.
+TEST(BenchOptions, MooncakeCommandLineMeansTheSame) {
+  auto r = parse({"--backend=tent", "--metadata_type=p2p", "--xport_type=", "--seg_type=dram",
+                  "--target_seg_name=127.0.0.1:1", "--op_type=write", "--start_block_size=4096",
+                  "--max_block_size=4096", "--start_batch_size=1", "--max_batch_size=1",
+                  "--start_num_threads=1", "--max_num_threads=1", "--duration=3",
+                  "--tent_intent_type=FOREGROUND_GET", "--request_interval_us=7"});
+  ASSERT_TRUE(r.ok()) << r.status().toString();
+  EXPECT_EQ(r->xport_type, "rdma");  // Mooncake's empty default: the engine's transport
+  EXPECT_EQ(r->seg_type, "DRAM");
+  EXPECT_EQ(r->intent_type, IntentType::FOREGROUND_GET);  // Mooncake lowercases it
+  EXPECT_EQ(r->request_interval_us, 7u);                  // per thread, as Mooncake's
+  EXPECT_EQ(r->aggregate_interval_us, 0u);
+  EXPECT_EQ(r->tx_resolution, TxResolution::kNs);
+  auto alias = parse({"--target_seg_name=h:1", "--tent_intent_type=intent_unspec"});
+  ASSERT_TRUE(alias.ok()) << alias.status().toString();
+  EXPECT_EQ(alias->intent_type, IntentType::UNSPEC);
+  auto defaults = parse({"--target_seg_name=h:1"});
+  ASSERT_TRUE(defaults.ok());
+  EXPECT_DOUBLE_EQ(defaults->duration_s, 5.0);              // Mooncake's --duration
+  EXPECT_EQ(defaults->max_block_size, uint64_t{64} << 20);  // and --max_block_size
+  EXPECT_EQ(defaults->deadline_tight_threads, 0u);
+}
+
+TEST(BenchOptions, TentAdditionsAndUnsupportedMooncakeForms) {
+  auto r = parse({"--target_seg_name=h:1", "--aggregate_interval_us=20", "--tx_resolution=us",
+                  "--deadline_us=300", "--deadline_tight_threads=2", "--max_num_threads=2"});
+  ASSERT_TRUE(r.ok()) << r.status().toString();
+  EXPECT_EQ(r->aggregate_interval_us, 20u);
+  EXPECT_EQ(r->tx_resolution, TxResolution::kWholeUs);
+  EXPECT_EQ(r->deadline_tight_threads, 2u);
+  EXPECT_NE(errorOf({"--target_seg_name=h:1", "--tx_resolution=ms"}).find("--tx_resolution"),
+            std::string::npos);
+  EXPECT_NE(errorOf({"--target_seg_name=h:1", "--deadline_tight_threads=3"}).find("larger than"),
+            std::string::npos);
+  EXPECT_NE(errorOf({"--target_seg_name=a:1,b:2"}).find("one target only"), std::string::npos);
+  EXPECT_NE(errorOf({"--metadata_type=etcd"}).find("--metadata_type"), std::string::npos);
+  EXPECT_NE(errorOf({"--target_seg_name=h:1", "--deadline_tight_threads=1",
+                     R"(--workload_classes_json=[{"name":"a","threads":1,"block_size":8}])"})
+                .find("sweep mode"),
+            std::string::npos);
+}
+
 TEST(BenchOptions, BareBoolAndConsistencyImpliesMix) {
   auto r = parse({"--target_seg_name=h:1", "--op_type=read", "--check_consistency"});
   ASSERT_TRUE(r.ok()) << r.status().toString();

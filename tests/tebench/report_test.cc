@@ -139,12 +139,45 @@ TEST(Report, JsonlAddsTentFields) {
   }
   EXPECT_EQ(fg["intent_type"], "foreground_get");
   EXPECT_DOUBLE_EQ(fg["p50_us"].get<double>(), 2.0);
+  // The RFC's average derived from instantaneous bandwidth, beside the measured
+  // one: 1, 2 and 3 us give 3 / (1 + 1/2 + 1/3) = 18/11 us; avg_us stays 2.
+  ASSERT_TRUE(fg.contains("avg_us_from_inst_gbps"));
+  EXPECT_NEAR(fg["avg_us_from_inst_gbps"].get<double>(), 18.0 / 11.0, 1e-12);
+  EXPECT_DOUBLE_EQ(fg["avg_us"].get<double>(), 2.0);
+  // Without isolated_gbps, Mooncake's isolation fields stay null.
+  EXPECT_TRUE(fg["isolation_leakage"].is_null());
+  EXPECT_TRUE(fg["isolated_throughput_gbps"].is_null());
+  EXPECT_TRUE(rec["max_isolation_leakage"].is_null());
   // The one latency-sensitive class gets the direct counters; the other null.
   EXPECT_EQ(fg["direct"]["succeeded"], 8);
   EXPECT_TRUE(rec["classes"][1]["direct"].is_null());
   // Classes differ in block size: the top-level block_size is null.
   EXPECT_TRUE(rec["block_size"].is_null());
   EXPECT_EQ(rec["num_threads"], 8);
+}
+
+TEST(Report, IsolationLeakageAndNoInstantaneousBandwidth) {
+  WorkloadClass c;
+  c.name = "a";
+  c.threads = 1;
+  c.block_size = 1000;
+  c.isolated_gbps = 4.0;
+  std::vector<ClassMeasurement> m(1);
+  m[0].thread_elapsed_s = {1.0};
+  m[0].transfer_ns.assign(1'000'000, 1000);  // 1 GB/s of a 4 GB/s isolated figure
+  json rec = qosRecordJson(computeQosReport({c}, &m, 0), RunContext{});
+  EXPECT_DOUBLE_EQ(rec["classes"][0]["isolated_throughput_gbps"].get<double>(), 4.0);
+  EXPECT_NEAR(rec["classes"][0]["isolation_leakage"].get<double>(), 0.75, 1e-12);
+  EXPECT_NEAR(rec["max_isolation_leakage"].get<double>(), 0.75, 1e-12);
+  std::vector<ClassMeasurement> none(1);  // no transfers: nothing to derive from
+  json empty = qosRecordJson(computeQosReport({c}, &none, 0), RunContext{});
+  EXPECT_TRUE(empty["classes"][0]["avg_us_from_inst_gbps"].is_null());
+}
+
+TEST(Report, CaseHeaderStatesUnits) {
+  const std::string header = formatCaseHeader();
+  EXPECT_NE(header.find("GB/s = 10^9 bytes/s"), std::string::npos) << header;
+  EXPECT_NE(header.find("submitTransfer to the status poll"), std::string::npos) << header;
 }
 
 TEST(Report, UnknownCapacityIsNull) {

@@ -12,43 +12,19 @@
 #include "perf/tebench/bench_engine.h"
 #include "perf/tebench/bench_run.h"
 #include "perf/tebench/bench_runner.h"
-#include "tests/tebench/fake_engine.h"
+#include "tests/tebench/runner_fixture.h"
 
 namespace tent::bench {
 namespace {
 
 using nlohmann::json;
 using testing::FakeEngine;
+using testing::Fixture;
+using testing::kFixtureBuffer;
+using testing::makeFixture;
+using testing::parse;
 
-constexpr uint64_t kBuffer = 1 << 20;
-
-struct Fixture {
-  FakeEngine* fake = nullptr;
-  std::unique_ptr<BenchEngine> bench;
-  RemoteBuffer remote;
-};
-
-Fixture makeFixture() {
-  Fixture f;
-  auto engine = std::make_unique<FakeEngine>(kBuffer);
-  f.fake = engine.get();
-  auto bench = prepareBenchEngine(std::move(engine), kBuffer);
-  EXPECT_TRUE(bench.ok()) << bench.status().toString();
-  f.bench = std::move(bench).value();
-  auto remote = openRemoteBuffer(*f.bench->engine, "fake:1", kBuffer);
-  EXPECT_TRUE(remote.ok()) << remote.status().toString();
-  f.remote = *remote;
-  return f;
-}
-
-BenchOptions parse(std::vector<std::string> args) {
-  args.insert(args.begin(), "tebench");
-  std::vector<const char*> argv;
-  for (const auto& a : args) argv.push_back(a.c_str());
-  auto r = parseBenchOptions(static_cast<int>(argv.size()), argv.data());
-  EXPECT_TRUE(r.ok()) << r.status().toString();
-  return r.ok() ? *r : BenchOptions{};
-}
+constexpr uint64_t kBuffer = kFixtureBuffer;
 
 std::string tempPath(const std::string& name) {
   std::string path = ::testing::TempDir() + name;
@@ -100,6 +76,9 @@ TEST(Runner, QosRunVerifiesBytesAndWritesJsonlAndDump) {
   EXPECT_GT(fg["operations"].get<uint64_t>(), 0u);
   EXPECT_EQ(fg["transferred_bytes"].get<uint64_t>(), fg["operations"].get<uint64_t>() * 4096);
   EXPECT_EQ(fg["failed_transfers"], 0);
+  ASSERT_TRUE(fg["avg_us_from_inst_gbps"].is_number());
+  EXPECT_NEAR(fg["avg_us_from_inst_gbps"].get<double>() * fg["avg_inst_gbps"].get<double>(),
+              4096 / 1000.0, 1e-9);  // bytes / Avg Inst GB/s, in us
   EXPECT_GT(rec["classes"][1]["operations"].get<uint64_t>(), 0u);
   // The fake counts latency-sensitive requests as direct attempts; only the
   // measured window's delta is reported, and it belongs to the foreground class.
@@ -119,13 +98,46 @@ TEST(Runner, QosRunVerifiesBytesAndWritesJsonlAndDump) {
 TEST(Runner, DeadlineIsSubmitTimePlusDeadline) {
   Fixture f = makeFixture();
   f.fake->expected_deadline_ns = 300'000;
-  BenchOptions o = parse({"--target_seg_name=fake:1", "--duration=0.05", "--warmup=0",
-                          "--deadline_us=300", "--op_type=write", "--max_block_size=4096"});
+  BenchOptions o =
+      parse({"--target_seg_name=fake:1", "--duration=0.05", "--warmup=0", "--deadline_us=300",
+             "--deadline_tight_threads=1", "--op_type=write", "--max_block_size=4096"});
   ::testing::internal::CaptureStdout();
   EXPECT_EQ(runSweep(o, *f.bench, f.remote), 0);
   ::testing::internal::GetCapturedStdout();
   EXPECT_GT(f.fake->latency_sensitive.load(), 0u);
+  EXPECT_EQ(f.fake->latency_sensitive.load(), f.fake->requests.load());
   EXPECT_EQ(f.fake->bad_deadlines.load(), 0u);
+}
+
+// Mooncake's rule: in a sweep only threads [0, --deadline_tight_threads) carry
+// --deadline_us; each group gets its own line under the row.
+TEST(Runner, SweepDeadlineOnlyOnTightThreads) {
+  Fixture f = makeFixture();
+  BenchOptions o = parse({"--target_seg_name=fake:1", "--duration=0.05", "--warmup=0",
+                          "--deadline_us=300", "--deadline_tight_threads=1",
+                          "--start_num_threads=2", "--op_type=write", "--max_block_size=4096"});
+  ::testing::internal::CaptureStdout();
+  EXPECT_EQ(runSweep(o, *f.bench, f.remote), 0);
+  const std::string out = ::testing::internal::GetCapturedStdout();
+  EXPECT_GT(f.fake->latency_sensitive.load(), 0u);
+  EXPECT_GT(f.fake->requests.load() - f.fake->latency_sensitive.load(), 0u);
+  EXPECT_NE(out.find("[deadline-tight] threads=1 deadline_us=300 operations="), std::string::npos)
+      << out;
+  EXPECT_NE(out.find("[deadline-loose] threads=1 operations="), std::string::npos) << out;
+}
+
+TEST(Runner, SweepDeadlineWithoutTightThreadsTagsNothing) {
+  Fixture f = makeFixture();
+  BenchOptions o = parse({"--target_seg_name=fake:1", "--duration=0.05", "--warmup=0",
+                          "--deadline_us=300", "--op_type=write", "--max_block_size=4096"});
+  ::testing::internal::CaptureStdout();
+  ::testing::internal::CaptureStderr();
+  EXPECT_EQ(runSweep(o, *f.bench, f.remote), 0);
+  ::testing::internal::GetCapturedStdout();
+  const std::string err = ::testing::internal::GetCapturedStderr();
+  EXPECT_GT(f.fake->requests.load(), 0u);
+  EXPECT_EQ(f.fake->latency_sensitive.load(), 0u);
+  EXPECT_NE(err.find("--deadline_tight_threads=0 no thread carries it"), std::string::npos) << err;
 }
 
 TEST(Runner, CorruptedReadBackIsCaught) {
@@ -192,12 +204,12 @@ TEST(Runner, StuckTransferTimesOutAndAborts) {
   EXPECT_GT(f.fake->canceled.load(), 0u);
 }
 
-TEST(Runner, PacingBoundsTheIssueRate) {
+TEST(Runner, AggregatePacingBoundsTheIssueRate) {
   Fixture f = makeFixture();
   // 2 threads share one 2 ms interval: over the window at most one transfer
   // per interval (plus the one each thread may hold when the window opens).
   BenchOptions o = parse({"--target_seg_name=fake:1", "--duration=0.1", "--warmup=0",
-                          "--request_interval_us=2000", "--max_num_threads=2",
+                          "--aggregate_interval_us=2000", "--max_num_threads=2",
                           "--start_num_threads=2", "--max_block_size=4096"});
   std::vector<ThreadPlan> plans(2);
   for (uint32_t i = 0; i < 2; ++i) {

@@ -51,7 +51,17 @@ TEST(Stats, AvgInstIsMeanOfPerTransferBandwidth) {
   std::vector<uint64_t> d = {1000, 2000, 4000};
   EXPECT_NEAR(avgInstGbps(d, 4000), 7.0 / 3.0, 1e-12);
   EXPECT_DOUBLE_EQ(avgInstGbps(std::vector<uint64_t>{}, 4000), 0);
-  EXPECT_DOUBLE_EQ(avgInstGbps(std::vector<uint64_t>{0, 1000}, 1000), 1.0);  // 0 skipped
+  // A zero duration counts as 0 GB/s, as Mooncake's gbPerSecond() makes it.
+  EXPECT_DOUBLE_EQ(avgInstGbps(std::vector<uint64_t>{0, 1000}, 1000), 0.5);
+}
+
+TEST(Stats, AvgLatencyFromInstIsBytesOverAvgInst) {
+  // 4000 bytes in 1, 2 and 4 us: Avg Inst 7/3 GB/s, so 4000 / (7/3) ns = 12/7 us,
+  // the harmonic mean of the durations (the arithmetic mean is 7/3 us).
+  std::vector<uint64_t> d = {1000, 2000, 4000};
+  const double inst = avgInstGbps(d, 4000);
+  EXPECT_NEAR(avgLatencyFromInstUs(4000, inst), 12.0 / 7.0, 1e-12);
+  EXPECT_DOUBLE_EQ(avgLatencyFromInstUs(4000, 0), 0);
 }
 
 TEST(Stats, JainIndex) {
@@ -145,6 +155,28 @@ TEST(Qos, FailedTransfersCountAgainstAttainmentNotBytes) {
   EXPECT_FALSE(r.total_utilization.has_value());
   EXPECT_EQ(r.classes[1].operations, 0u);
   EXPECT_DOUBLE_EQ(r.classes[1].throughput_gbps, 0);
+}
+
+TEST(Qos, DerivedAverageAndIsolationLeakage) {
+  auto classes = twoClasses();
+  classes[1].isolated_gbps = 20.0;
+  std::vector<ClassMeasurement> m(2);
+  m[0].thread_elapsed_s = {1.0};
+  m[0].transfer_ns = {1000, 2000, 4000};
+  m[1].thread_elapsed_s = {1.0};
+  m[1].transfer_ns.assign(5000, 1'000'000);  // 5000 x 2 MiB in 1 s: 10.49 GB/s
+  QosReport r = computeQosReport(classes, &m, 0);
+  EXPECT_NEAR(r.classes[0].avg_us_from_inst_gbps, 12.0 / 7.0, 1e-12);  // harmonic mean
+  EXPECT_NEAR(r.classes[0].latency.avg_us, 7.0 / 3.0, 1e-12);          // the measured mean
+  EXPECT_FALSE(r.classes[0].isolation_leakage.has_value());
+  ASSERT_TRUE(r.classes[1].isolation_leakage.has_value());
+  const double bg_gbps = 5000.0 * 2 * (1 << 20) / 1e9;
+  EXPECT_NEAR(*r.classes[1].isolation_leakage, 1 - bg_gbps / 20.0, 1e-12);
+  ASSERT_TRUE(r.max_isolation_leakage.has_value());
+  EXPECT_DOUBLE_EQ(*r.max_isolation_leakage, *r.classes[1].isolation_leakage);
+  classes[1].isolated_gbps = 5.0;  // faster than alone: no leakage, not negative
+  m[1].thread_elapsed_s = {1.0};
+  EXPECT_DOUBLE_EQ(*computeQosReport(classes, &m, 0).classes[1].isolation_leakage, 0.0);
 }
 
 TEST(Qos, SloBoundaryIsInclusive) {

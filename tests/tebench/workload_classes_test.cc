@@ -57,6 +57,20 @@ TEST(WorkloadClasses, PollMode) {
                  {"field 'poll_mode'", "\"spin\" or \"yield\"", "\"sleep\""});
 }
 
+// Mooncake's optional isolated_gbps (number or null) for isolation_leakage.
+TEST(WorkloadClasses, IsolatedGbps) {
+  auto r = parseWorkloadClasses(R"([{"name":"a","threads":1,"block_size":8,"isolated_gbps":2.5},
+                                    {"name":"b","threads":1,"block_size":8,"isolated_gbps":null},
+                                    {"name":"c","threads":1,"block_size":8}])");
+  ASSERT_TRUE(r.ok()) << r.status().toString();
+  ASSERT_TRUE((*r)[0].isolated_gbps.has_value());
+  EXPECT_DOUBLE_EQ(*(*r)[0].isolated_gbps, 2.5);
+  EXPECT_FALSE((*r)[1].isolated_gbps.has_value());
+  EXPECT_FALSE((*r)[2].isolated_gbps.has_value());
+  expectMentions(errorOf(R"([{"name":"a","threads":1,"block_size":8,"isolated_gbps":0}])"),
+                 {"field 'isolated_gbps'", "> 0 or null"});
+}
+
 TEST(WorkloadClasses, IntentByNumber) {
   auto r = parseWorkloadClasses(R"([{"name":"a","threads":1,"block_size":8,"intent_type":3}])");
   ASSERT_TRUE(r.ok()) << r.status().toString();

@@ -1,0 +1,166 @@
+#!/usr/bin/python3
+"""Tests of perf/run_peer_comparison.sh and perf/scripts/peer_table.py.
+
+Without arguments (unit suite): the table and targets from small logs shaped
+like each tool's output, the MiB/s conversion, and the script's skip and error
+paths (--dry-run: nothing is started). With a tebench binary as the argument
+(multiprocess suite): a short real run with the peer missing and --skip-ucx,
+checking the message, the exit code, and that every tent row names its
+provider and link model."""
+import importlib.util
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import unittest
+
+SRC = os.environ.get("TENT_TEST_SRCDIR",
+                     os.path.join(os.path.dirname(__file__), "..", ".."))
+SCRIPT = os.path.join(SRC, "perf", "run_peer_comparison.sh")
+TEBENCH = None  # set from argv for the end-to-end test
+
+TENT_LOG = """# provider: soft  devices: soft0
+# link model: soft: soft0 link_gbps=unlimited latency_ns=0
+# lcores: 0@any[rail:*,background]
+# op: write  duration: 3 s
+# units: GB/s = 10^9 bytes/s
+BlkSize (B)   Batch   BW (GB/s)     Avg Inst GB/s Avg Lat (us)  Avg Tx (us)   P99 Tx (us)   P999 Tx (us)  Threads
+----------------------------------------------------------------------------------
+{size:<13} 1       {bw:<13} 2.000000      {lat:<13} {tx:<13} 2.0           {p999:<13} 1
+"""
+PEER_LOG = ("\x1b[0mBlkSize (B)   Batch   BW (GB/s)     Avg Inst GB/s     Avg Lat (us)  "
+            "Avg Tx (us)   P99 Tx (us)   P999 Tx (us)\n" + "-" * 160 + "\n"
+            "{size:<14}1       {bw:<14}1.500000          {lat:<14}{tx:<14}2.0           4.0\n")
+UCX_LAT = "Final:                100000      0.100     0.114     0.120      0.00   0.00  1 1\n"
+UCX_BW = ("Final:                  3000  80.000    85.000   87.000     45508.00    "
+          "44000.00   11  11\n")
+
+
+def load_table():
+    spec = importlib.util.spec_from_file_location(
+        "peer_table", os.path.join(SRC, "perf", "scripts", "peer_table.py"))
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+class TableTest(unittest.TestCase):
+    def setUp(self):
+        self.table = load_table()
+        self.dir = tempfile.mkdtemp()
+        self.manifest = []
+
+    def log(self, key, kind, size, text):
+        path = os.path.join(self.dir, f"{key}-{size}.log")
+        with open(path, "w") as f:
+            f.write(text)
+        self.manifest.append(f"{key}\t{kind}\t{size}\t{path}\tcmd {key} {size}")
+
+    def render(self):
+        path = os.path.join(self.dir, "manifest.tsv")
+        with open(path, "w") as f:
+            f.write("\n".join(self.manifest) + "\n")
+        runs = self.table.read_manifest(path)
+        return self.table.render(runs, [("start", "0.10 0.20 0.30 1/100 7")], {"date": "d"}), runs
+
+    def tent(self, key, size, bw, lat, tx, p999):
+        self.log(key, "tent", size, TENT_LOG.format(size=size, bw=bw, lat=lat, tx=tx, p999=p999))
+
+    def test_rows_units_and_targets(self):
+        self.tent("tent-direct", 4096, 2.5, 0.9, 0.25, 3.0)
+        self.tent("tent-direct-us", 4096, 2.5, 0.9, 0.2, 1.0)
+        self.tent("tent-worker", 4194304, 44.0, 95.0, 94.0, 200.0)
+        self.log("peer", "peer", 4096, PEER_LOG.format(size=4096, bw=2.7, lat=1.5, tx=0.6))
+        self.log("ucx", "ucx-lat", 4096, UCX_LAT)
+        self.log("ucx", "ucx-bw", 4194304, UCX_BW)
+        text, runs = self.render()
+        self.assertIn("units: GB/s = 10^9 bytes/s", text)
+        self.assertIn("| tent direct path | `--tent_intent_type=foreground_get` | "
+                      "soft: soft0 link_gbps=unlimited latency_ns=0 | 2.50 | 0.2 | 2.0 | 3.0 "
+                      "| 0.9 | - |", text)
+        self.assertIn("| Mooncake TENT tebench | `--xport_type=shm` | its own shm transport "
+                      "| 2.70 | 0.6 |", text)
+        # 45508 MiB/s as printed is 47.7 GB/s.
+        self.assertIn("| 47.7 (printed 45,508 \"MB/s\" = MiB/s) |", text)
+        self.assertIn("0.114", text)
+        self.assertIn("(both timers whole us): 0.200 vs 0.600 us: 0.33x -> met", text)
+        self.assertIn("(tent's ns timer): 0.250 vs 0.600 us: 0.42x -> met", text)
+        self.assertIn("Avg Lat <= 0.5x Mooncake shm: 0.900 vs 1.500 us: 0.60x -> NOT met", text)
+        self.assertIn("P999 < 10 us: 3.0 us -> met", text)
+        self.assertIn("0.9x ucp_put_bw: 44.000 vs 47.719 GB/s: 0.92x -> met", text)
+        ucx = [r for r in runs if r["kind"] == "ucx-bw"][0]["result"]
+        self.assertAlmostEqual(ucx["bw_avg_gbps"], 45508 * 2 ** 20 / 1e9)
+
+    def test_skipped_peer_leaves_its_targets_unevaluated(self):
+        self.tent("tent-direct", 4096, 2.5, 0.9, 0.25, 30.0)
+        self.manifest.append("peer\tpeer\t4096\t-\tnot found at /x")
+        text, _ = self.render()
+        self.assertIn("| Mooncake TENT tebench | `--xport_type=shm` | skipped: not found at /x |",
+                      text)
+        self.assertIn("Avg Lat <= 0.5x Mooncake shm: not evaluated: a run is missing -> n/a", text)
+        self.assertIn("P999 < 10 us: 30.0 us -> NOT met", text)
+
+
+def run_script(*args, env=None):
+    full_env = dict(os.environ)
+    full_env.pop("TENT_PEER_TEBENCH", None)
+    full_env.update(env or {})
+    return subprocess.run(["bash", SCRIPT, *args], capture_output=True, text=True, env=full_env,
+                          timeout=600)
+
+
+class ScriptTest(unittest.TestCase):
+    def test_missing_peer_is_skipped_with_how_to_build(self):
+        missing = os.path.join(tempfile.mkdtemp(), "no-tebench")
+        r = run_script("--tebench", "/bin/true", "--dry-run", "--skip-ucx",
+                       env={"TENT_PEER_TEBENCH": missing})
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertIn(f"Mooncake TENT's tebench not found at {missing}", r.stderr)
+        self.assertIn("docs/perf/peer-comparison.md", r.stderr)
+        self.assertIn("--peer PATH or set TENT_PEER_TEBENCH", r.stderr)
+        self.assertIn("peer:  skipped", r.stdout)
+
+    def test_present_peer_needs_whole_seconds(self):
+        r = run_script("--tebench", "/bin/true", "--peer", "/bin/true", "--duration", "0.5",
+                       "--dry-run")
+        self.assertEqual(r.returncode, 1)
+        self.assertIn("whole seconds", r.stderr)
+
+    def test_missing_tent_tebench_is_an_error(self):
+        r = run_script("--tebench", "/nonexistent/tebench", "--dry-run")
+        self.assertEqual(r.returncode, 1)
+        self.assertIn("no tent tebench at /nonexistent/tebench", r.stderr)
+
+    def test_unknown_argument(self):
+        r = run_script("--bogus")
+        self.assertEqual(r.returncode, 1)
+        self.assertIn("unknown argument '--bogus'", r.stderr)
+
+
+class EndToEndTest(unittest.TestCase):
+    def test_short_run_without_peer(self):
+        if not TEBENCH:
+            self.skipTest("needs the tebench binary as the argument")
+        out = tempfile.mkdtemp()
+        r = run_script("--tebench", TEBENCH, "--peer", os.path.join(out, "none"), "--skip-ucx",
+                       "--duration", "0.2", "--warmup", "0.1", "--out", out)
+        self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+        self.assertIn("its rows are skipped", r.stderr)
+        with open(os.path.join(out, "peer-comparison.json")) as f:
+            record = json.load(f)
+        tent = [x for x in record["runs"] if x["kind"] == "tent"]
+        self.assertEqual(len(tent), 5)  # direct, direct whole-us, worker at 4 KiB; two at 4 MiB
+        for run in tent:
+            self.assertEqual(run["result"]["provider"], "soft", run["log"])
+            self.assertIn("link_gbps=unlimited", run["result"]["link_model"])
+            self.assertGreater(run["result"]["row"]["bw_gbps"], 0)
+        self.assertIn("skipped", [x for x in record["runs"] if x["kind"] == "peer"][0])
+        with open(os.path.join(out, "peer-comparison.md")) as f:
+            self.assertIn("| tent worker path |", f.read())
+
+
+if __name__ == "__main__":
+    if len(sys.argv) > 1 and not sys.argv[1].startswith("-"):
+        TEBENCH = sys.argv.pop(1)
+    unittest.main()
