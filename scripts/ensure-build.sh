@@ -2,6 +2,7 @@
 # Installs the Debian 12 packages tent needs (when missing), configures the
 # meson build directory and builds it incrementally.
 #   usage: scripts/ensure-build.sh [BUILD_DIR] [extra meson setup args...]
+# TENT_BUILD_TARGETS (space-separated ninja targets) builds only those.
 set -euo pipefail
 top=$(cd "$(dirname "$0")/.." && pwd)
 build=${1:-"$top/build"}
@@ -29,4 +30,5 @@ fi
 if [ ! -f "$build/build.ninja" ]; then
   meson setup "$build" "$top" "$@" >&2
 fi
-ninja -C "$build" >&2
+read -r -a targets <<< "${TENT_BUILD_TARGETS:-}"
+ninja -C "$build" "${targets[@]}" >&2

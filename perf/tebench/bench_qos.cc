@@ -69,6 +69,7 @@ RunContext makeContext(const BenchOptions& o, const RunOutcome& outcome) {
   ctx.tx_resolution = o.tx_resolution == TxResolution::kWholeUs ? "us" : "ns";
   ctx.direct = directDelta(outcome.before.direct, outcome.after.direct);
   ctx.worker = workerDelta(outcome.before.worker, outcome.after.worker);
+  ctx.resources = outcome.after.resources;
   return ctx;
 }
 
@@ -112,6 +113,7 @@ int runQos(const BenchOptions& o, BenchEngine& bench, const RemoteBuffer& remote
       (unsigned long long)o.request_interval_us, (unsigned long long)o.aggregate_interval_us);
   std::printf("%s", formatQosTable(report).c_str());
   printDirectSummary(ctx.direct);
+  std::printf("%s", formatResources(ctx.resources).c_str());
   std::fflush(stdout);
 
   int rc = reportProblems(outcome) ? 1 : 0;

@@ -241,6 +241,28 @@ json directToJson(const DirectPathStats& d) {
           {"latency_histogram_ns", histogram}};
 }
 
+std::string formatResources(const ResourceStats& r) {
+  std::vector<std::string> per_device;
+  for (const auto& [device, qps] : r.qps_per_device) {
+    per_device.push_back(device + "=" + std::to_string(qps));
+  }
+  return format(
+      "resources: endpoints_live=%llu endpoints_retired=%llu qps_live=%llu {%s} "
+      "reconnects=%llu evictions=%llu\n",
+      (unsigned long long)r.endpoints_live, (unsigned long long)r.endpoints_retired,
+      (unsigned long long)r.qps_live, joined(per_device, ",").c_str(),
+      (unsigned long long)r.reconnects, (unsigned long long)r.evictions);
+}
+
+json resourcesToJson(const ResourceStats& r) {
+  return {{"endpoints_live", r.endpoints_live},
+          {"endpoints_retired", r.endpoints_retired},
+          {"qps_live", r.qps_live},
+          {"qps_per_device", r.qps_per_device},
+          {"reconnects", r.reconnects},
+          {"evictions", r.evictions}};
+}
+
 json qosRecordJson(const QosReport& report, const RunContext& ctx) {
   const int sole = soleLatencySensitiveClass(report);
   json classes = json::array();
@@ -279,6 +301,7 @@ json qosRecordJson(const QosReport& report, const RunContext& ctx) {
       {"tx_resolution", ctx.tx_resolution},
       {"direct", directToJson(ctx.direct)},
       {"worker", workerToJson(ctx.worker)},
+      {"resources", resourcesToJson(ctx.resources)},
       {"cmdline", ctx.cmdline},
   };
 }

@@ -23,6 +23,11 @@ std::string formatLcoreLayout(const std::vector<LcoreStatsView>& lcores);
 std::string formatCaseHeader();
 std::string formatCaseRow(const CaseRow& row);
 
+// "resources: endpoints_live=4 endpoints_retired=0 qps_live=16 {soft0=8,soft1=8} reconnects=0
+// evictions=0": what the engine holds at the end of a run (issue 9's visibility).
+std::string formatResources(const ResourceStats& r);
+nlohmann::json resourcesToJson(const ResourceStats& r);
+
 // QoS mode: one row per class and a summary line.
 std::string formatQosTable(const QosReport& report);
 
@@ -42,6 +47,7 @@ struct RunContext {
   std::string tx_resolution = "ns";    // "ns" or "us" (whole microseconds, truncated)
   DirectPathStats direct;              // delta over the measured window
   WorkerPathStats worker;              // delta over the measured window
+  ResourceStats resources;             // at the end of the run (gauges and running totals)
 };
 
 // Counter deltas (after - before); the histogram subtracts bucket-wise.

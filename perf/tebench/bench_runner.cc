@@ -152,6 +152,8 @@ int runSweep(const BenchOptions& o, BenchEngine& bench, const RemoteBuffer& remo
       }
     }
   }
+  std::printf("%s", formatResources(bench.engine->stats().resources).c_str());
+  std::fflush(stdout);
   return rc;
 }
 

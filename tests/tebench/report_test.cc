@@ -50,6 +50,12 @@ RunContext sampleContext() {
   ctx.direct.succeeded = 8;
   ctx.direct.fallback_lane_busy = 2;
   ctx.direct.latency_histogram_ns = {0, 3, 5, 0, 0};
+  ctx.resources.endpoints_live = 4;
+  ctx.resources.endpoints_retired = 1;
+  ctx.resources.qps_live = 16;
+  ctx.resources.qps_per_device = {{"soft0", 9}, {"soft1", 7}};
+  ctx.resources.reconnects = 2;
+  ctx.resources.evictions = 3;
   return ctx;
 }
 
@@ -84,6 +90,14 @@ TEST(Report, CaseTableRowStartsWithBlockAndBatch) {
   EXPECT_DOUBLE_EQ(inst, 2.25);
   EXPECT_DOUBLE_EQ(p999, 15);
   EXPECT_EQ(threads, 2u);
+}
+
+TEST(Report, ResourcesLineNamesEveryCountAndDevice) {
+  const std::string line = formatResources(sampleContext().resources);
+  for (const char* part : {"endpoints_live=4", "endpoints_retired=1", "qps_live=16",
+                           "{soft0=9,soft1=7}", "reconnects=2", "evictions=3"}) {
+    EXPECT_NE(line.find(part), std::string::npos) << part << "\n" << line;
+  }
 }
 
 TEST(Report, EngineHeaderStatesProviderDevicesLinkAndLcores) {
@@ -132,6 +146,13 @@ TEST(Report, JsonlAddsTentFields) {
   EXPECT_EQ(rec["direct"]["attempted"], 10);
   EXPECT_EQ(rec["direct"]["fallback_lane_busy"], 2);
   EXPECT_EQ(rec["direct"]["latency_histogram_ns"], json({0, 3, 5}));  // trailing zeros trimmed
+  EXPECT_EQ(rec["resources"]["endpoints_live"], 4);
+  EXPECT_EQ(rec["resources"]["endpoints_retired"], 1);
+  EXPECT_EQ(rec["resources"]["qps_live"], 16);
+  EXPECT_EQ(rec["resources"]["qps_per_device"]["soft0"], 9);
+  EXPECT_EQ(rec["resources"]["qps_per_device"]["soft1"], 7);
+  EXPECT_EQ(rec["resources"]["reconnects"], 2);
+  EXPECT_EQ(rec["resources"]["evictions"], 3);
   const auto& fg = rec["classes"][0];
   for (const char* key : {"avg_us", "p50_us", "p999_us", "intent_type", "deadline_us",
                           "avg_inst_gbps", "failed_transfers", "direct"}) {
