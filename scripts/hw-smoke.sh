@@ -31,7 +31,7 @@ do_build=1
 do_burst=1
 dry_run=0
 burst_duration=10
-engine_duration=2
+engine_duration=1
 sysfs=${TENT_HW_SMOKE_SYSFS:-/sys/class/infiniband}
 
 say() { echo "hw-smoke: $*"; }
@@ -276,7 +276,7 @@ engine_round() {  # $1 label, $2 config
   local target_cmd=("$tebench" --config="$config" --total_buffer_size=64M)
   local init_cmd=("$tebench" --config="$config" --total_buffer_size=64M --check_consistency=true
                   --start_block_size=4096 --max_block_size=4M --start_batch_size=1
-                  --max_batch_size=8 --duration="$engine_duration" --warmup=0)
+                  --max_batch_size=4 --duration="$engine_duration" --warmup=0)
   echo "+ ${target_cmd[*]} &" >&3
   echo "+ ${init_cmd[*]} --target_seg_name=<segment the target prints>" >&3
   if [ "$dry_run" = 1 ]; then record "engine $label" SKIP "dry run"; return; fi
@@ -302,7 +302,7 @@ engine_round() {  # $1 label, $2 config
   "${init_cmd[@]}" --target_seg_name="$segment" >"$log-initiator.log" 2>&1 || rc=$?
   stop_target
   if [ "$rc" = 0 ]; then
-    record "engine $label" PASS "4 KiB..4 MiB x batch 1..8 WRITE+READ, every byte compared"
+    record "engine $label" PASS "4 KiB..4 MiB x batch 1..4 WRITE+READ, every byte compared"
   else
     record "engine $label" FAIL "initiator exit $rc; $log-initiator.log"
   fi
