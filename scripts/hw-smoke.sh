@@ -89,6 +89,10 @@ else
 fi
 if [ "${#found[@]}" -eq 0 ]; then
   say "no RDMA device: checked $sources"
+  if [ -z "${TENT_HW_SMOKE_SYSFS:-}" ] && command -v ibv_devinfo >/dev/null 2>&1; then
+    why=$(ibv_devinfo -l 2>&1 >/dev/null | head -n1 || true)
+    if [ -n "$why" ]; then say "rdma-core: $why"; fi
+  fi
   say "this machine has no RDMA NIC, or its kernel RDMA support (ib_core and the NIC's"
   say "RDMA driver, e.g. mlx5_ib) is not loaded; skipped (exit 77)"
   exit 77
@@ -152,6 +156,13 @@ for d in "${devices[@]}"; do
   case "$state" in *ACTIVE*|"?") ;; *) say "  warning: $d's port is not ACTIVE; its steps will fail" ;; esac
   total_gbps=$(awk -v a="$total_gbps" -v b="$(rate_gbps "$d")" 'BEGIN { print a + b }')
 done
+
+# Registering memory pins it: without root or CAP_IPC_LOCK the memlock limit must hold the
+# buffers (tebench registers 64 MiB per process here).
+memlock=$(ulimit -l)
+if [ "$memlock" != unlimited ] && [ "$(id -u)" != 0 ] && [ "$memlock" -lt 262144 ]; then
+  say "warning: ulimit -l is $memlock KiB; memory registration may fail (raise it, or run as root)"
+fi
 
 mkdir -p "$out"
 results=()   # "step|status|detail"
