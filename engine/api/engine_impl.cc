@@ -1,6 +1,7 @@
 // Control path of the public API: engine construction, memory, segments, batches.
 #include "engine/api/engine_impl.h"
 
+#include "lcore/idle.h"
 #include "tent/log.h"
 
 namespace tent {
@@ -100,61 +101,41 @@ Result<std::vector<SegmentBufferInfo>> TransferEngineImpl::segmentBuffers(Segmen
   return transport_->segmentBuffers(id);
 }
 
-bool TransferEngineImpl::Batch::busy() const noexcept {
-  size_t n = count.load(std::memory_order_acquire);
-  for (size_t i = 0; i < n && i < capacity; ++i)
-    if (tasks[i].referenced()) return true;
-  return false;
-}
-
 Result<BatchId> TransferEngineImpl::allocateBatch(size_t capacity) {
   if (capacity == 0 || capacity > config_->workers.max_batch_capacity)
     return Status::InvalidArgument("batch capacity must be in [1, " +
-                                   std::to_string(config_->workers.max_batch_capacity) + "]");
-  reapGraveyard();
-  auto batch = std::make_shared<Batch>();
-  batch->id = next_batch_.fetch_add(1);
-  batch->capacity = capacity;
-  batch->tasks = std::make_unique<rdma::RdmaTask[]>(capacity);
-  BatchMap::accessor a;
-  batches_.insert(a, batch->id);
-  a->second = batch;
-  return batch->id;
+                                   std::to_string(config_->workers.max_batch_capacity) +
+                                   "] (workers.max_batch_capacity)");
+  return batches_.allocate(capacity);
 }
 
 Status TransferEngineImpl::freeBatch(BatchId id) {
-  std::shared_ptr<Batch> batch;
-  {
-    BatchMap::accessor a;
-    if (!batches_.find(a, id))
-      return Status::NotFound("batch " + std::to_string(id) + " is unknown");
-    batch = a->second;
-    batches_.erase(a);
-  }
-  // Slices still in flight reference the tasks: keep the batch until they drain.
-  if (batch->busy()) {
-    std::lock_guard<std::mutex> lock(graveyard_mu_);
-    graveyard_.push_back(std::move(batch));
-  }
-  reapGraveyard();
-  return Status::OK();
-}
-
-void TransferEngineImpl::reapGraveyard() {
-  std::lock_guard<std::mutex> lock(graveyard_mu_);
-  std::erase_if(graveyard_, [](const auto& b) { return !b->busy(); });
-}
-
-std::shared_ptr<TransferEngineImpl::Batch> TransferEngineImpl::findBatch(BatchId id) const {
-  BatchMap::const_accessor a;
-  if (!batches_.find(a, id)) return nullptr;
-  return a->second;
+  return batches_.free(id);
 }
 
 rdma::RdmaTask* TransferEngineImpl::taskFor(BatchId id, size_t task_id) {
-  auto batch = findBatch(id);
+  BatchSlot* batch = batches_.find(id);
   if (!batch || task_id >= batch->count.load()) return nullptr;
   return &batch->tasks[task_id];
+}
+
+// Not datapath: the caller asked to wait, so it backs off (spin, pause, sleep).
+Result<TransferStatus> TransferEngineImpl::waitTransfer(BatchId id, size_t task_id,
+                                                        uint64_t timeout_ns) {
+  config::IdlePolicy policy;
+  policy.spin_polls = 64;
+  policy.pause_polls = 256;
+  policy.sleep_min_us = 1;
+  policy.sleep_max_us = 100;
+  lcore::IdleBackoff backoff(policy);
+  const uint64_t deadline = rdma::steadyNowNs() + timeout_ns;
+  for (;;) {
+    auto st = getTransferStatus(id, task_id);
+    if (!st.ok() || st->state != TransferState::PENDING) return st;
+    if (rdma::steadyNowNs() >= deadline)
+      return Status::Timeout("task " + std::to_string(task_id) + " still pending");
+    backoff.onIdle();
+  }
 }
 
 EngineStats TransferEngineImpl::stats() const {

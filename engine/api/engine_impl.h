@@ -8,9 +8,8 @@
 #include <mutex>
 #include <vector>
 
-#include <tbb/concurrent_hash_map.h>
-
 #include "config/config.h"
+#include "engine/api/batch_table.h"
 #include "engine/fabric/fabric.h"
 #include "engine/metrics/exporter.h"
 #include "engine/rdma/rdma_task.h"
@@ -40,15 +39,16 @@ class TransferEngineImpl final : public TransferEngine {
   Result<std::vector<SegmentBufferInfo>> segmentBuffers(SegmentId id) override;
   Result<BatchId> allocateBatch(size_t capacity) override;
   Status freeBatch(BatchId batch) override;
-  Status submitTransfer(BatchId batch, std::span<const Request> requests) override;
-  Result<TransferStatus> getTransferStatus(BatchId batch, size_t task_id) override;
-  Result<TransferStatus> getBatchTransferStatus(BatchId batch) override;
-  Status cancelTransfer(BatchId batch, size_t task_id) override;
+  Status submitTransfer(BatchId batch, std::span<const Request> requests) noexcept override;
+  Result<TransferStatus> getTransferStatus(BatchId batch, size_t task_id) noexcept override;
+  Result<TransferStatus> getBatchTransferStatus(BatchId batch) noexcept override;
+  Status cancelTransfer(BatchId batch, size_t task_id) noexcept override;
   Result<TransferStatus> waitTransfer(BatchId batch, size_t task_id, uint64_t timeout_ns) override;
   EngineStats stats() const override;
 
   // Internal (tests, tools): submit with a device mask (bit i = device i).
-  Status submitTransferWithMask(BatchId batch, std::span<const Request> requests, uint64_t mask);
+  Status submitTransferWithMask(BatchId batch, std::span<const Request> requests,
+                                uint64_t mask) noexcept;
   rdma::RdmaTransport& transport() noexcept { return *transport_; }
   fabric::Provider& provider() noexcept { return *provider_; }
   const config::Config& config() const noexcept { return *config_; }
@@ -56,18 +56,10 @@ class TransferEngineImpl final : public TransferEngine {
   const metrics::Exporter* metricsExporter() const noexcept { return metrics_.get(); }
   // The task object behind (batch, task id), or nullptr (tests).
   rdma::RdmaTask* taskFor(BatchId batch, size_t task_id);
+  const BatchTable& batches() const noexcept { return batches_; }  // tests
 
  private:
-  struct Batch {
-    BatchId id = 0;
-    size_t capacity = 0;
-    std::unique_ptr<rdma::RdmaTask[]> tasks;
-    std::atomic<size_t> count{0};
-    bool busy() const noexcept;  // some task still has slices in flight
-  };
   TransferEngineImpl() = default;
-  std::shared_ptr<Batch> findBatch(BatchId id) const;
-  void reapGraveyard();
 
   std::shared_ptr<const config::Config> config_;
   std::unique_ptr<topology::Topology> topology_;
@@ -76,11 +68,7 @@ class TransferEngineImpl final : public TransferEngine {
   std::unique_ptr<rdma::RdmaTransport> transport_;
   std::unique_ptr<metrics::Exporter> metrics_;  // reads stats(): stopped before the transport
 
-  using BatchMap = tbb::concurrent_hash_map<BatchId, std::shared_ptr<Batch>>;
-  BatchMap batches_;
-  std::atomic<BatchId> next_batch_{1};
-  std::mutex graveyard_mu_;
-  std::vector<std::shared_ptr<Batch>> graveyard_;  // freed while slices were in flight
+  BatchTable batches_;  // destroyed before the transport (slices reference tasks)
   std::mutex alloc_mu_;
   std::map<void*, size_t> allocations_;  // engine-allocated memory
 };

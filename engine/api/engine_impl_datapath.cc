@@ -1,16 +1,17 @@
-// Datapath of the public API: submission and status, on caller threads.
+// Datapath of the public API: submission and status, on caller threads. Batches
+// are found without a lock (BatchTable); only error returns build a message.
 #include "engine/api/engine_impl.h"
-#include "lcore/idle.h"
 
 namespace tent {
 
-Status TransferEngineImpl::submitTransfer(BatchId batch, std::span<const Request> requests) {
+Status TransferEngineImpl::submitTransfer(BatchId batch,
+                                          std::span<const Request> requests) noexcept {
   return submitTransferWithMask(batch, requests, ~0ull);
 }
 
 Status TransferEngineImpl::submitTransferWithMask(BatchId id, std::span<const Request> requests,
-                                                  uint64_t mask) {
-  auto batch = findBatch(id);
+                                                  uint64_t mask) noexcept {
+  BatchSlot* batch = batches_.find(id);
   if (!batch) return Status::NotFound("batch " + std::to_string(id) + " is unknown");
   if (requests.empty()) return Status::OK();
   size_t start = batch->count.load(std::memory_order_relaxed);
@@ -33,8 +34,8 @@ Status TransferEngineImpl::submitTransferWithMask(BatchId id, std::span<const Re
   return s;
 }
 
-Result<TransferStatus> TransferEngineImpl::getTransferStatus(BatchId id, size_t task_id) {
-  auto batch = findBatch(id);
+Result<TransferStatus> TransferEngineImpl::getTransferStatus(BatchId id, size_t task_id) noexcept {
+  BatchSlot* batch = batches_.find(id);
   if (!batch) return Status::NotFound("batch " + std::to_string(id) + " is unknown");
   if (task_id >= batch->count.load(std::memory_order_acquire))
     return Status::OutOfRange("task " + std::to_string(task_id) + " not in batch " +
@@ -42,8 +43,8 @@ Result<TransferStatus> TransferEngineImpl::getTransferStatus(BatchId id, size_t 
   return transport_->getTransferStatus(batch->tasks[task_id]);
 }
 
-Result<TransferStatus> TransferEngineImpl::getBatchTransferStatus(BatchId id) {
-  auto batch = findBatch(id);
+Result<TransferStatus> TransferEngineImpl::getBatchTransferStatus(BatchId id) noexcept {
+  BatchSlot* batch = batches_.find(id);
   if (!batch) return Status::NotFound("batch " + std::to_string(id) + " is unknown");
   TransferStatus total;
   total.state = TransferState::COMPLETED;
@@ -63,31 +64,13 @@ Result<TransferStatus> TransferEngineImpl::getBatchTransferStatus(BatchId id) {
   return total;
 }
 
-Status TransferEngineImpl::cancelTransfer(BatchId id, size_t task_id) {
-  auto batch = findBatch(id);
+Status TransferEngineImpl::cancelTransfer(BatchId id, size_t task_id) noexcept {
+  BatchSlot* batch = batches_.find(id);
   if (!batch) return Status::NotFound("batch " + std::to_string(id) + " is unknown");
   if (task_id >= batch->count.load(std::memory_order_acquire))
     return Status::OutOfRange("task " + std::to_string(task_id) + " not in batch " +
                               std::to_string(id));
   return transport_->cancel(batch->tasks[task_id]);
-}
-
-Result<TransferStatus> TransferEngineImpl::waitTransfer(BatchId id, size_t task_id,
-                                                        uint64_t timeout_ns) {
-  config::IdlePolicy policy;
-  policy.spin_polls = 64;
-  policy.pause_polls = 256;
-  policy.sleep_min_us = 1;
-  policy.sleep_max_us = 100;
-  lcore::IdleBackoff backoff(policy);
-  const uint64_t deadline = rdma::steadyNowNs() + timeout_ns;
-  for (;;) {
-    auto st = getTransferStatus(id, task_id);
-    if (!st.ok() || st->state != TransferState::PENDING) return st;
-    if (rdma::steadyNowNs() >= deadline)
-      return Status::Timeout("task " + std::to_string(task_id) + " still pending");
-    backoff.onIdle();
-  }
 }
 
 }  // namespace tent
