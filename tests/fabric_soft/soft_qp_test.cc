@@ -84,6 +84,85 @@ TEST_F(SoftQpTest, CreateRejectsBadAttributes) {
   EXPECT_EQ(dev_->createCq(0).status().code(), StatusCode::kInvalidArgument);
 }
 
+// One poster per QP at a time (docs/fabric.md, the contract): a second thread that
+// posts while another is inside postSend() on the same QP is caught, never quietly
+// serialised. Thread A is held inside its post by a kHoldPost fault until released,
+// so the overlap does not depend on scheduling. Debug and test builds abort naming
+// the QP; release builds refuse the second post with EBUSY and count it.
+struct HeldPoster {
+  explicit HeldPoster(Provider& provider, Device& dev) : faults(faultInjector(provider)) {
+    pair = QpPair::make(dev, dev);
+    src = std::make_unique<GuardedBuffer>(dev, 64, kAllAccess);
+    dst = std::make_unique<GuardedBuffer>(dev, 64, kAllAccess);
+    sge = Sge{src->addr(), 64, src->mr->lkey()};
+    FaultRule hold;
+    hold.qp_num = pair.a->qpNum();
+    hold.every_nth = 1;
+    hold.max_hits = 1;
+    hold.action = FaultAction::kHoldPost;
+    hold.delay_ns = 600'000'000'000;  // until released
+    rule = faults->addRule(hold).value();
+    first = makeWr(1, WrOpcode::kRdmaWrite, &sge, 1, dst->addr(), dst->mr->rkey());
+    second = makeWr(2, WrOpcode::kRdmaWrite, &sge, 1, dst->addr(), dst->mr->rkey());
+    holder = std::thread([this] { first_rc = pair.a->postSend(&first, &bad_first); });
+    while (faults->hits(rule) == 0) std::this_thread::yield();  // A is inside postSend
+  }
+  ~HeldPoster() { release(); }
+  // Lets A's post run and waits for it.
+  void release() {
+    if (!holder.joinable()) return;
+    faults->releaseHeldPosts();
+    holder.join();
+  }
+  FaultInjector* faults;
+  QpPair pair;
+  std::unique_ptr<GuardedBuffer> src, dst;
+  Sge sge{};
+  uint32_t rule = 0;
+  SendWr first{}, second{};
+  const SendWr* bad_first = nullptr;
+  int first_rc = -1;
+  std::thread holder;
+};
+
+#ifndef NDEBUG
+TEST_F(SoftQpTest, TwoThreadsPostingOnOneQpAtOnceAbort) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  EXPECT_DEATH(
+      {
+        HeldPoster held(*provider_, *dev_);
+        const SendWr* bad = nullptr;
+        (void)held.pair.a->postSend(&held.second, &bad);  // while A is inside: abort
+      },
+      "two threads posted on QP [0-9]+ at the same time");
+}
+#else
+TEST_F(SoftQpTest, TwoThreadsPostingOnOneQpAtOnceAreRefused) {
+  HeldPoster held(*provider_, *dev_);
+  const SendWr* bad = nullptr;
+  EXPECT_EQ(held.pair.a->postSend(&held.second, &bad), EBUSY);
+  EXPECT_EQ(bad, &held.second);
+  held.release();
+  EXPECT_EQ(held.first_rc, 0);
+  EXPECT_EQ(pollN(*held.pair.cq_a, 1).size(), 1u);
+}
+#endif
+
+// The same two posts one after the other are fine, and the held one runs normally.
+TEST_F(SoftQpTest, APostHeldInsidePostSendRunsWhenReleased) {
+  HeldPoster held(*provider_, *dev_);
+  std::memset(held.dst->data(), 0, 64);
+  std::memset(held.src->data(), 0x5A, 64);
+  held.release();
+  EXPECT_EQ(held.first_rc, 0);
+  const SendWr* bad = nullptr;
+  EXPECT_EQ(held.pair.a->postSend(&held.second, &bad), 0);
+  auto wcs = pollN(*held.pair.cq_a, 2);
+  ASSERT_EQ(wcs.size(), 2u);
+  for (const auto& wc : wcs) EXPECT_EQ(wc.status, WcStatus::kSuccess);
+  EXPECT_EQ(std::memcmp(held.dst->data(), held.src->data(), 64), 0);
+}
+
 TEST_F(SoftQpTest, SendQueueFullReturnsEnomemWithBadWr) {
   auto p = QpPair::make(*dev_, *dev_, /*max_send_wr=*/4);
   GuardedBuffer src(*dev_, 64, kAllAccess), dst(*dev_, 64, kAllAccess);

@@ -161,7 +161,8 @@ WcStatus SoftQp::applyFault(const FaultHit& hit, WrSlot& s, PostEffects* fx) noe
       return WcStatus::kSuccess;
     case FaultAction::kHoldPost: {
       const uint64_t until = monotonicNs() + hit.delay_ns;
-      while (monotonicNs() < until) cpuRelax();
+      const uint64_t epoch = dev_->core->faults.holdEpoch();
+      while (monotonicNs() < until && dev_->core->faults.holdEpoch() == epoch) cpuRelax();
       return WcStatus::kSuccess;
     }
   }

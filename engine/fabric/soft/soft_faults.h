@@ -24,8 +24,9 @@ enum class FaultAction : uint8_t {
   kQpError,   // the WR's QP goes to ERR: this WR and every outstanding one are flushed
   kPortDown,  // the WR's port goes down: WRs fail with kRetryExceeded until it is up
   kPortUp,    // the WR's port comes back up (the WR itself then runs normally)
-  // The posting thread stays inside postSend() for `delay_ns` of real time before the
-  // WR runs (a slow doorbell): tests use it to catch a second poster on the QP.
+  // The posting thread stays inside postSend() for `delay_ns` of real time, or until
+  // releaseHeldPosts(), before the WR runs (a slow doorbell): tests use it to hold one
+  // poster inside a QP while a second one posts.
   kHoldPost,
 };
 std::string_view toString(FaultAction a) noexcept;
@@ -57,6 +58,8 @@ class FaultInjector {
   // or brings it back up. NotFound for an unknown device.
   virtual Status setPortUp(std::string_view device, bool up) = 0;
   virtual bool portUp(std::string_view device) const = 0;
+  // Ends every kHoldPost hold now (the held posts then run their WRs).
+  virtual void releaseHeldPosts() = 0;
 };
 
 // The soft provider's injector; nullptr for any other provider.

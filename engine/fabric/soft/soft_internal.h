@@ -54,6 +54,9 @@ class FaultEngine final : public FaultInjector {
   uint64_t hits(uint32_t id) const override;
   Status setPortUp(std::string_view device, bool up) override;
   bool portUp(std::string_view device) const override;
+  void releaseHeldPosts() override { hold_epoch_.fetch_add(1, std::memory_order_release); }
+  // A kHoldPost hold started at this epoch ends when it changes.
+  uint64_t holdEpoch() const noexcept { return hold_epoch_.load(std::memory_order_acquire); }
 
   // Datapath: does a rule fire for this WR? One relaxed load when no rule exists.
   bool match(uint32_t device, uint32_t qp_num, WrOpcode opcode, FaultHit* hit) noexcept {
@@ -84,6 +87,7 @@ class FaultEngine final : public FaultInjector {
   DeviceState* findDevice(std::string_view name) const noexcept;
 
   std::atomic<uint32_t> active_{0};
+  std::atomic<uint64_t> hold_epoch_{0};
   mutable Spinlock lock_;
   Rule rules_[kMaxRules];
   uint32_t next_id_ = 1;
