@@ -13,28 +13,13 @@
 #include "engine/metadata/bootstrap.h"
 #include "engine/metadata/segment_descriptor.h"
 #include "engine_test_util.h"
+#include "process_resources.h"
 #include "raw_control.h"
 
 namespace tent::testing {
 namespace {
 
 constexpr size_t kBuf = 1 << 20;
-
-size_t countEntries(const char* dir) {
-  size_t n = 0;
-  if (DIR* d = opendir(dir)) {
-    while (readdir(d)) ++n;
-    closedir(d);
-  }
-  return n;
-}
-size_t countMaps() {
-  std::ifstream maps("/proc/self/maps");
-  size_t n = 0;
-  std::string line;
-  while (std::getline(maps, line)) ++n;
-  return n;
-}
 
 template <typename Pred>
 bool eventually(Pred pred, double seconds = 20) {
@@ -223,7 +208,7 @@ TEST_F(Lifecycle, ForgedAndGarbageBootstrapsLeaveTheTargetAsItWas) {
   ASSERT_TRUE(settled(b));
   const ResourceStats base = b.resources();
   const uint64_t connections = b.engine->stats().control.connections_open;
-  const size_t fds = countEntries("/proc/self/fd"), maps = countMaps();
+  const size_t fds = countEntries("/proc/self/fd"), maps = countDataMappings();
   auto desc = test::oneShot(b.engine->segmentName(), metadata::FrameType::kGetDescriptor, {});
   ASSERT_TRUE(desc.ok());
   auto d = metadata::parseDescriptor(desc->payload);
@@ -289,7 +274,7 @@ TEST_F(Lifecycle, ForgedAndGarbageBootstrapsLeaveTheTargetAsItWas) {
       << b.resources().endpoints_live << " vs " << base.endpoints_live << ", QPs "
       << b.resources().qps_live << " vs " << base.qps_live;
   EXPECT_EQ(countEntries("/proc/self/fd"), fds);
-  EXPECT_EQ(countMaps(), maps);
+  EXPECT_EQ(countDataMappings(), maps);
   EXPECT_GT(b.engine->stats().control.frames_rejected, 0u);
 }
 
