@@ -91,6 +91,10 @@ struct SoftFabricConfig {
   uint32_t retry_budget_ms = 537;
   uint32_t max_mrs = 4096;  // memory regions per device
   std::string shm_dir = "/dev/shm";
+  // Benchmarks only: false skips the payload copy (every check, completion and timing
+  // stays), to measure the engine's own per-slice cost as on a NIC that does the DMA.
+  // The link model says so in every figure; transferred bytes are not delivered.
+  bool copy_payload = true;
 
   bool operator==(const SoftFabricConfig&) const = default;
 };

@@ -192,6 +192,7 @@ void readSoft(MapReader& m, SoftFabricConfig* s) {
   m.integer("retry_budget_ms", &s->retry_budget_ms, 1, kMaxLinkTimeoutMs);
   m.integer("max_mrs", &s->max_mrs, 1, 1 << 20);
   m.text("shm_dir", &s->shm_dir, kAbsolutePath);
+  m.boolean("copy_payload", &s->copy_payload);
 }
 
 void readVerbs(MapReader& m, VerbsFabricConfig* v) {

@@ -216,5 +216,34 @@ TEST(SoftLimits, MaxMrsIsEnforcedAndSlotsAreReused) {
   EXPECT_TRUE(dev.registerMemory(buf.data(), 16, kAllAccess).ok());
 }
 
+// fabric.soft.copy_payload: false (a benchmark option): WRs are checked and complete
+// as before, no byte moves, and the link model says so.
+TEST(SoftNoCopy, WrsCompleteWithEveryCheckButMoveNoBytes) {
+  config::SoftFabricConfig cfg = testConfig();
+  cfg.copy_payload = false;
+  auto provider = makeProvider({softDevice("soft0")}, {}, cfg);
+  ASSERT_NE(provider, nullptr);
+  EXPECT_NE(provider->linkModel().find("payload=not-copied"), std::string::npos)
+      << provider->linkModel();
+  Device& dev = provider->device(0);
+  auto pair = QpPair::make(dev, dev);
+  GuardedBuffer local(dev, 4096, kAllAccess), remote(dev, 4096, kAllAccess);
+  local.fill(1);
+  remote.fill(2);
+  auto ok = transferOne(pair, WrOpcode::kRdmaWrite, local, remote.addr(), remote.mr->rkey(), 4096);
+  EXPECT_EQ(ok.status, WcStatus::kSuccess);
+  EXPECT_EQ(ok.byte_len, 4096u);
+  EXPECT_TRUE(remote.holds(2)) << "no byte moved";
+  auto bad =
+      transferOne(pair, WrOpcode::kRdmaWrite, local, remote.addr() + 4000, remote.mr->rkey(), 200);
+  EXPECT_EQ(bad.status, WcStatus::kRemoteAccess) << "the bounds check still applies";
+}
+
+TEST(SoftNoCopy, CopyingIsTheDefault) {
+  auto provider = makeProvider({softDevice("soft0")});
+  ASSERT_NE(provider, nullptr);
+  EXPECT_EQ(provider->linkModel().find("payload=not-copied"), std::string::npos);
+}
+
 }  // namespace
 }  // namespace tent::fabric::soft::testing

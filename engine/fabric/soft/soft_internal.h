@@ -142,6 +142,9 @@ struct ProviderCore {
   // How long an RC requester retransmits to a responder that does not answer before
   // it completes the WR with retry-exceeded (fabric.soft.retry_budget_ms).
   uint64_t retry_budget_ns = 0;
+  // fabric.soft.copy_payload: false (benchmarks) checks and completes WRs without
+  // moving their bytes.
+  bool copy_payload = true;
   FaultEngine faults;
 
   std::mutex mem_mutex;
