@@ -138,6 +138,8 @@ struct ProviderCore {
   // How long an RC requester retransmits to a responder that does not answer before
   // it completes the WR with retry-exceeded (fabric.soft.retry_budget_ms).
   uint64_t retry_budget_ns = 0;
+  // Longest message one WR may carry (fabric.soft.max_message_bytes).
+  uint64_t max_message_bytes = kMaxMessageBytes;
   FaultEngine faults;
 
   std::mutex mem_mutex;
