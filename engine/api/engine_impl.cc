@@ -131,8 +131,11 @@ Status TransferEngineImpl::freeBatch(BatchId id) {
     batch = a->second;
     batches_.erase(a);
   }
-  // Slices still in flight reference the tasks: keep the batch until they drain.
+  // Slices still in flight reference the tasks: keep the batch until they drain, and
+  // let the rail pollers reap direct WRs nobody will poll for any more.
   if (batch->busy()) {
+    const size_t n = std::min(batch->count.load(std::memory_order_acquire), batch->capacity);
+    for (size_t i = 0; i < n; ++i) transport_->abandon(batch->tasks[i]);
     std::lock_guard<std::mutex> lock(graveyard_mu_);
     graveyard_.push_back(std::move(batch));
   }

@@ -63,6 +63,12 @@ class RdmaContext {
                       size_t max) const noexcept;
   uint32_t laneDepth() const noexcept { return lane_depth_; }
   uint32_t lanesInUse() const noexcept;
+  // The task holding a lane slot here no longer has a caller that will poll for it
+  // (canceled, failing, its batch freed, or its WR expired): the rail poller reaps
+  // this context's direct CQ even with direct.poll_by_rail false. Any thread.
+  void markAbandoned(const RdmaTask* task) noexcept;
+  // Does a held lane need the rail poller: abandoned, or posted longer than `limit_ns`?
+  bool needsReaper(uint64_t now, uint64_t limit_ns) const noexcept;
 
   // Device health: `threshold` consecutive errors pause the device for `pause_ns`.
   void recordSliceError(uint32_t threshold, uint64_t pause_ns, uint64_t now_ns) noexcept;
@@ -83,6 +89,7 @@ class RdmaContext {
   alignas(64) std::atomic<const RdmaTask*> direct_lane_owner_[kMaxLaneDepth] = {};
   std::atomic<uint64_t> lane_post_ns_[kMaxLaneDepth] = {};
   std::atomic<RdmaEndPoint*> lane_endpoint_[kMaxLaneDepth] = {};
+  std::atomic<bool> lane_abandoned_[kMaxLaneDepth] = {};
   alignas(64) std::atomic<uint32_t> error_streak_{0};
   std::atomic<uint64_t> paused_until_ns_{0};
   std::atomic<uint64_t> pauses_{0};
