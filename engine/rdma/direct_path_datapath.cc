@@ -171,7 +171,6 @@ void DirectPath::post_(RdmaTask& task, uint64_t submit_ns, DirectPlan& plan) noe
     // Post failed (the QP left RTS under us): this piece takes the worker path.
     // Nothing of it was posted, so its lane, quota and timeout slot return at once.
     counters_.post_failures.fetch_add(1, std::memory_order_relaxed);
-    l.ctx->noteCompleted(l.slot);
     l.ep->returnDirectQuota();
     l.ctx->releaseDirectLane(&task);
     dp_.requestReset(l.ep);
@@ -231,7 +230,6 @@ void DirectPath::completeSlice(RdmaSlice* s, fabric::WcStatus status, uint64_t n
   size_t bucket = latency < 2 ? 0 : static_cast<size_t>(63 - std::countl_zero(latency));
   counters_.latency[std::min(bucket, DirectCounters::kBuckets - 1)].fetch_add(
       1, std::memory_order_relaxed);
-  ctx.noteCompleted(static_cast<int>(s->qp_index));
   ep->returnDirectQuota();
   ctx.releaseDirectLane(task);
   ep->noteCompletion(status);
@@ -243,8 +241,8 @@ void DirectPath::completeSlice(RdmaSlice* s, fabric::WcStatus status, uint64_t n
   dp_.requestReset(ep);
   if (latency > uint64_t{dp_.config().direct.timeout_ms} * 1000000) {
     counters_.timeouts.fetch_add(1, std::memory_order_relaxed);
+    // Its other pieces were posted with it: past the timeout too, reaped as expired.
     task->recordError(TransferState::TIMEOUT);
-    abandon(*task);  // its other pieces: reaped even if the caller stops polling
     dp_.finishSlice(s, SliceResult::kTimeout);
     return;
   }
@@ -269,12 +267,9 @@ void DirectPath::retryOrFail(RdmaTask& task, RdmaSlice* s, fabric::WcStatus stat
   }
   if (!flushed) ++s->retries;
   counters_.retries.fetch_add(1, std::memory_order_relaxed);
-  if (!dp_.routeSlice(*s, now)) {
-    task.recordError(TransferState::FAILED);
-    abandon(task);
-    dp_.finishSlice(s, SliceResult::kFailed);
-    return;
-  }
+  // Another device pair; without one (cannot happen: the plan found this one) the
+  // pair it had. The worker path's own retries move it on from there.
+  (void)dp_.routeSlice(*s, now);
   fallbackSlice(task, s, now);
 }
 

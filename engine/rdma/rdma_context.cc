@@ -41,10 +41,6 @@ void RdmaContext::notePosted(int slot, uint64_t post_ns, RdmaEndPoint* ep) noexc
   lane_post_ns_[slot].store(post_ns, std::memory_order_release);
 }
 
-void RdmaContext::noteCompleted(int slot) noexcept {
-  lane_post_ns_[slot].store(0, std::memory_order_release);
-}
-
 size_t RdmaContext::expiredLanes(uint64_t now, uint64_t limit_ns, RdmaEndPoint** out,
                                  size_t max) const noexcept {
   size_t n = 0;
@@ -62,8 +58,10 @@ bool RdmaContext::releaseDirectLane(const RdmaTask* task) noexcept {
   for (uint32_t i = 0; i < lane_depth_; ++i) {
     if (direct_lane_owner_[i].load(std::memory_order_acquire) != task) continue;
     // Cleared before the slot is free: a late mark lands on this (stale) owner or on a
-    // successor, where it costs one needless CQ poll, never a missed one.
+    // successor, where it costs one needless CQ poll, never a missed one. Its timeout
+    // slot goes with it (nothing of the lane is posted any more).
     lane_abandoned_[i].store(false, std::memory_order_relaxed);
+    lane_post_ns_[i].store(0, std::memory_order_release);
     const RdmaTask* owner = task;
     if (direct_lane_owner_[i].compare_exchange_strong(owner, nullptr, std::memory_order_acq_rel))
       return true;

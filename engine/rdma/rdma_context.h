@@ -52,12 +52,12 @@ class RdmaContext {
   bool tryAcquireDirectLane(const RdmaTask* task) noexcept { return acquireLaneSlot(task) >= 0; }
   // The lane slot acquired, or -1 when every slot is busy.
   int acquireLaneSlot(const RdmaTask* task) noexcept;
-  // Releases only a lane slot `task` owns; returns whether it did.
+  // Releases only a lane slot `task` owns, and its timeout slot;
+  // returns whether it did.
   bool releaseDirectLane(const RdmaTask* task) noexcept;
   // What a lane slot carries while its WR is posted, for the software timeout:
   // the post time (0 = idle) and the endpoint to reset when it expires.
   void notePosted(int slot, uint64_t post_ns, RdmaEndPoint* ep) noexcept;
-  void noteCompleted(int slot) noexcept;
   // Endpoints whose direct WR has been posted longer than `limit_ns` (at most one per slot).
   size_t expiredLanes(uint64_t now, uint64_t limit_ns, RdmaEndPoint** out,
                       size_t max) const noexcept;

@@ -107,6 +107,53 @@ TEST_F(DirectSemantics, PostFailureReleasesAtOnceAndFallsBack) {
   expectNothingHeld(*this);
 }
 
+// A piece whose fallback finds its rail poller's ring full fails its task (nothing of
+// it is posted) and returns its slice; the task's other piece, posted direct, is reaped
+// by the rail lcore although the caller never polls (poll_by_rail: false) and no
+// timeout comes near; FAILED once it drained.
+TEST_F(DirectSemantics, FallbackIntoAFullRingFailsAndReleases) {
+  init("direct: {poll_by_rail: false, timeout_ms: 600000}\n", ", ring_size: 64");
+  ASSERT_TRUE(waitEndpoints());
+  BatchId warm = submitMasked(*this, req(OpCode::WRITE, 0, 4096), 0b01);
+  ASSERT_EQ(pollCaller(warm).state, TransferState::COMPLETED);
+  rdma::RdmaTask holder;
+  ASSERT_TRUE(t().context(0).tryAcquireDirectLane(&holder));
+  ASSERT_TRUE(t().context(1).tryAcquireDirectLane(&holder));
+  // Fill the rail lcore's ring with fallbacks until a submit finds it full.
+  auto fill = engine->allocateBatch(128);
+  size_t queued = 0;
+  for (; queued < 128; ++queued) {
+    Request r = req(OpCode::WRITE, 4096, 4096);
+    if (!engine->submitTransferWithMask(*fill, {&r, 1}, 0b01).ok()) break;
+  }
+  ASSERT_LT(queued, 128u);
+  t().context(0).releaseDirectLane(&holder);
+  t().context(1).releaseDirectLane(&holder);
+  BatchId b = 0;
+  {
+    ebr::ReadSection hold;
+    auto* ep = endpoint(0);
+    ASSERT_TRUE(ep->directQp()->modifyToError().ok());  // the post fails: fallback
+    b = submitOne(req(OpCode::WRITE, 0, 256 << 10));    // two pieces, both contexts
+    EXPECT_EQ(direct().post_failures, 1u);
+    EXPECT_EQ(ep->directDepth(), 0u);
+  }
+  auto* task = engine->taskFor(b, 0);
+  ASSERT_EQ(task->direct_contexts.load(), 0b11u);
+  EXPECT_TRUE(task->failing());
+  ASSERT_TRUE(stepRailUntil(*this, [&] {
+    auto s = task->loadState();
+    if (s != TransferState::PENDING) EXPECT_EQ(lanesInUse(), 0u);
+    return s != TransferState::PENDING;
+  }));
+  EXPECT_EQ(task->loadState(), TransferState::FAILED);
+  EXPECT_EQ(lanesInUse(), 0u);
+  for (size_t i = 0; i < queued; ++i)
+    EXPECT_EQ(waitTask(*engine, *fill, i).state, TransferState::COMPLETED) << i;
+  ASSERT_TRUE(waitFor([&] { return endpoint(0) != nullptr; }));
+  expectNothingHeld(*this);
+}
+
 // One failure semantics: a direct piece that fails retries on the worker path (another
 // device pair) within workers.max_slice_retries, as a worker slice does.
 TEST_F(DirectSemantics, FailedDirectPieceRetriesAndCompletes) {
@@ -183,15 +230,39 @@ TEST_F(DirectSemantics, CallerOnlyPollingCancelStillReaped) {
   expectNothingHeld(*this);
 }
 
-// poll_by_rail: false, two parts, one fails for good and the other is stuck: the task
-// stays PENDING while the stuck WR may still write; the caller stops polling; the rail
-// lcore reaps it and FAILED is published once nothing is posted.
+// The same without a timeout in sight: the cancel marks the lane, the rail lcore reaps
+// the (slow, 200 ms) WR when it completes; its bytes count, the task reads CANCELED.
+TEST_F(DirectSemantics, CallerOnlyPollingCancelReapedWithoutTimeout) {
+  TENT_SKIP_UNLESS_SOFT("the fault injector");
+  init("direct: {poll_by_rail: false, timeout_ms: 600000}\n");
+  ASSERT_TRUE(waitEndpoints());
+  faultOnDirectQp(*this, fabric::soft::FaultAction::kDelay, 200'000'000ull);
+  fillPattern(src, 4096, 28);
+  BatchId b = submitMasked(*this, req(OpCode::WRITE, 0, 4096), 0b01);
+  auto* task = engine->taskFor(b, 0);
+  ASSERT_TRUE(engine->cancelTransfer(b, 0).ok());
+  ASSERT_TRUE(stepRailUntil(*this, [&] {
+    auto st = task->loadState();
+    if (st != TransferState::PENDING) EXPECT_EQ(lanesInUse(), 0u);
+    return st != TransferState::PENDING;
+  }));
+  EXPECT_EQ(task->loadState(), TransferState::CANCELED);
+  EXPECT_EQ(task->transferred_bytes.load(), 4096u);
+  EXPECT_EQ(checkPattern(dst, 4096, 28), -1);
+  EXPECT_EQ(direct().timeouts, 0u);
+  expectNothingHeld(*this);
+}
+
+// poll_by_rail: false, two parts, one fails for good and the other is slow (200 ms;
+// no timeout comes near): the task stays PENDING while the slow WR may still write;
+// the caller stops polling; the rail lcore reaps it (the failure marked its lane) and
+// FAILED is published once nothing is posted.
 TEST_F(DirectSemantics, CallerOnlyPollingPartialFailureDrainsThenFails) {
   TENT_SKIP_UNLESS_SOFT("the fault injector");
-  init("direct: {poll_by_rail: false, timeout_ms: 20}\n", ", max_slice_retries: 0");
+  init("direct: {poll_by_rail: false, timeout_ms: 600000}\n", ", max_slice_retries: 0");
   ASSERT_TRUE(waitEndpoints());
   faultOnDirectQp(*this, fabric::soft::FaultAction::kCompletionError, 0, 0);
-  faultOnDirectQp(*this, fabric::soft::FaultAction::kDelay, 30'000'000'000ull, 1);
+  faultOnDirectQp(*this, fabric::soft::FaultAction::kDelay, 200'000'000ull, 1);
   fillPattern(src, 256 << 10, 25);
   BatchId b = submitOne(req(OpCode::WRITE, 0, 256 << 10));
   auto* task = engine->taskFor(b, 0);
@@ -205,7 +276,9 @@ TEST_F(DirectSemantics, CallerOnlyPollingPartialFailureDrainsThenFails) {
     return s != TransferState::PENDING;
   }));
   EXPECT_EQ(task->loadState(), TransferState::FAILED);
-  EXPECT_LT(task->transferred_bytes.load(), 256u << 10);
+  EXPECT_EQ(task->transferred_bytes.load(), 128u << 10);  // the slow part landed
+  EXPECT_TRUE(std::memcmp(dst, src, 128 << 10) == 0 ||
+              std::memcmp(dst + (128 << 10), src + (128 << 10), 128 << 10) == 0);
   ASSERT_TRUE(waitFor([&] { return endpoint(0) && endpoint(1); }));
   expectNothingHeld(*this);
 }
