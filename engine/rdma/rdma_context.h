@@ -22,6 +22,8 @@ class RdmaEndPoint;
 
 class RdmaContext {
  public:
+  static constexpr uint32_t kMaxLaneDepth = 64;  // = the range of direct.qp_depth (a test)
+
   RdmaContext(uint32_t index, fabric::Device& device) : index_(index), device_(device) {}
   RdmaContext(const RdmaContext&) = delete;
   RdmaContext& operator=(const RdmaContext&) = delete;
@@ -84,7 +86,6 @@ class RdmaContext {
   std::vector<std::unique_ptr<fabric::CompletionQueue>> data_cqs_;
   std::unique_ptr<fabric::CompletionQueue> direct_cq_;
   std::unique_ptr<fabric::CompletionQueue> passive_cq_;
-  static constexpr uint32_t kMaxLaneDepth = 64;  // = the range of direct.qp_depth
   uint32_t lane_depth_ = 1;
   alignas(64) std::atomic<const RdmaTask*> direct_lane_owner_[kMaxLaneDepth] = {};
   std::atomic<uint64_t> lane_post_ns_[kMaxLaneDepth] = {};

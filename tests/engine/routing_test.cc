@@ -3,6 +3,9 @@
 #include <set>
 #include <vector>
 
+#include "config/config.h"
+#include "engine/rdma/rdma_context.h"
+#include "engine/rdma/slice_poller.h"
 #include "engine/rdma/slicing.h"
 #include "topology/rail_map.h"
 #include "topology/topology.h"
@@ -61,6 +64,22 @@ TEST(Slicing, LongRequestsTileInSlicesThatFitOneWr) {
   EXPECT_EQ(sliceCount(3 * 4096 + 100, 4096, 4096), 4u);
   EXPECT_EQ(sliceCount(3 * 4096 + 100, 4096), 3u);
   EXPECT_EQ(sliceCount(3 * 4096 + 100, 0, 4096), 4u);  // no block: cut at the max
+}
+
+// Config says what the engine does: the top of each range is what the code holds,
+// so no value is clamped silently (issue 13: direct.qp_depth, workers.burst).
+TEST(ConfigRanges, AreWhatTheEngineSupports) {
+  auto allowedOf = [](const std::string& path) {
+    for (const auto& k : config::keyList())
+      if (k.path == path) return k.allowed;
+    return std::string("<missing>");
+  };
+  const std::string lanes = "[1, " + std::to_string(RdmaContext::kMaxLaneDepth) + "]";
+  const std::string burst = "[1, " + std::to_string(SlicePoller::kMaxPost) + "]";
+  EXPECT_NE(allowedOf("direct.qp_depth").find(lanes), std::string::npos)
+      << allowedOf("direct.qp_depth");
+  EXPECT_NE(allowedOf("workers.burst").find(burst), std::string::npos)
+      << allowedOf("workers.burst");
 }
 
 TEST(Slicing, EvenSplitCoversEveryByte) {
