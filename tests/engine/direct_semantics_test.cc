@@ -307,6 +307,39 @@ TEST_F(DirectSemantics, BatchFreedWhileDirectWrInFlight) {
   expectNothingHeld(*this);
 }
 
+// The worker path keeps the same rule: a slice past workers.slice_timeout_ms makes
+// the task TIMEOUT only once its WR was flushed (the poller holds nothing of it).
+TEST_F(DirectSemantics, WorkerTimeoutIsReportedWhenDrained) {
+  TENT_SKIP_UNLESS_SOFT("the fault injector");
+  init("", ", slice_timeout_ms: 20");
+  ASSERT_TRUE(waitEndpoints());
+  auto* ep = endpoint(0);
+  for (auto* qp : ep->qpsFor(ep->owner())) {
+    fabric::soft::FaultRule rule;
+    rule.qp_num = qp->qpNum();
+    rule.every_nth = 1;
+    rule.max_hits = 1;
+    rule.action = fabric::soft::FaultAction::kDelay;
+    rule.delay_ns = 30'000'000'000ull;
+    ASSERT_TRUE(faults().addRule(rule).ok());
+  }
+  fillPattern(src, 4096, 29);
+  BatchId b = submitMasked(*this, req(OpCode::WRITE, 0, 4096, IntentType::MIGRATION), 0b01);
+  auto* task = engine->taskFor(b, 0);
+  ASSERT_TRUE(waitFor([&] {
+    t().stepPollers();
+    if (task->loadState() == TransferState::PENDING) return false;
+    uint64_t held = 0;
+    for (size_t i = 0; i < t().pollerCount(); ++i) held += t().poller(i).heldSlices();
+    EXPECT_EQ(held, 0u);  // terminal => drained
+    return true;
+  }));
+  EXPECT_EQ(task->loadState(), TransferState::TIMEOUT);
+  faults().clearRules();
+  ASSERT_TRUE(waitFor([&] { return endpoint(0) != nullptr; }));
+  expectNothingHeld(*this);
+}
+
 // direct.qp_depth > 1 is honoured (lanes and QP depth, no clamp), and several caller
 // threads share the lanes: every byte lands, no lane or quota leaks, and no QP ever
 // has two posters (the fake verbs device aborts on one).

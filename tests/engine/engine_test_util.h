@@ -123,7 +123,8 @@ eal: {mode: manual}
          R"(lcores:
   - pollers: ["rail:*"]
   - pollers: [background]
-workers: {max_batch_capacity: 1024, slice_timeout_ms: 5000)" +
+workers: {max_batch_capacity: 1024)" +
+         (workers.find("slice_timeout_ms") == std::string::npos ? ", slice_timeout_ms: 5000" : "") +
          (workers.find("ring_size") == std::string::npos ? ", ring_size: 1024" : "") +
          (workers.find("block_size") == std::string::npos ? ", block_size: 65536" : "") +
          (workers.find("slice_pool") == std::string::npos ? ", slice_pool: 4096" : "") + workers +
