@@ -90,6 +90,9 @@ struct SoftFabricConfig {
   // the same budget is (retry_cnt + 1) x 4.096 us x 2^timeout: 537 ms with its defaults.
   uint32_t retry_budget_ms = 537;
   uint32_t max_mrs = 4096;  // memory regions per device
+  // Longest message one WR may carry on every soft device (as ibv_port_attr.max_msg_sz);
+  // longer WRs complete with a local length error. Small values test the engine's splitting.
+  uint64_t max_message_bytes = uint64_t{1} << 31;
   std::string shm_dir = "/dev/shm";
   // Benchmarks only: false skips the payload copy (every check, completion and timing
   // stays), to measure the engine's own per-slice cost as on a NIC that does the DMA.
@@ -133,7 +136,7 @@ struct TopologyConfig {
 struct WorkerConfig {
   uint64_t block_size = 65536;    // slice size
   uint32_t ring_size = 8192;      // per poller work ring (power of two)
-  uint32_t burst = 32;            // slices dequeued per pass
+  uint32_t burst = 32;            // slices dequeued (and at most posted) per pass
   uint32_t qps_per_endpoint = 2;  // data QPs per endpoint
   uint32_t qp_depth = 128;        // max_send_wr of a data QP
   // Entries of a poller's data CQ on a context; 0 = derived from what may attach to it
@@ -145,9 +148,8 @@ struct WorkerConfig {
   uint32_t device_error_threshold = 8;  // consecutive errors that pause a device
   uint32_t device_pause_ms = 1000;
   uint32_t slice_timeout_ms = 30000;  // software timeout of a posted worker slice
-  // Added for the engine (issue 5): most WRs chained into one post on an endpoint
-  // (<= qp_depth); bounds the time one poller pass spends posting.
-  uint32_t post_batch = 32;
+  // (workers.post_batch was removed, issue 13: what one pass posts is bounded by
+  // burst and by the QPs' free depth; the loader refuses the key.)
 
   bool operator==(const WorkerConfig&) const = default;
 };

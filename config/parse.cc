@@ -191,6 +191,7 @@ void readSoft(MapReader& m, SoftFabricConfig* s) {
   m.replacedBy("peer_dead_timeout_ms", "fabric.soft.retry_budget_ms");
   m.integer("retry_budget_ms", &s->retry_budget_ms, 1, kMaxLinkTimeoutMs);
   m.integer("max_mrs", &s->max_mrs, 1, 1 << 20);
+  m.integer("max_message_bytes", &s->max_message_bytes, 4096, int64_t{1} << 31);
   m.text("shm_dir", &s->shm_dir, kAbsolutePath);
   m.boolean("copy_payload", &s->copy_payload);
 }
@@ -355,7 +356,8 @@ void readWorkers(MapReader& m, Config* c) {
   m.integer("device_error_threshold", &w->device_error_threshold, 1, 1 << 20);
   m.integer("device_pause_ms", &w->device_pause_ms, 0, kMaxTimeoutMs);
   m.integer("slice_timeout_ms", &w->slice_timeout_ms, 1, kMaxTimeoutMs);
-  m.integer("post_batch", &w->post_batch, 1, 1024);
+  // Never read by the engine: what one pass posts is bounded by burst and the QPs' room.
+  m.replacedBy("post_batch", "workers.burst (slices dequeued, hence at most posted, per pass)");
   if (w->burst > w->ring_size) {
     m.fail("burst", "must not exceed ring_size (" + std::to_string(w->ring_size) + "), got " +
                         std::to_string(w->burst));

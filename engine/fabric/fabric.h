@@ -110,6 +110,9 @@ struct DeviceInfo {
   std::string pci;          // PCI address when known
   double link_gbps = 0;     // 0 = unlimited / unknown
   uint64_t latency_ns = 0;  // modeled one-way latency (soft); 0 for verbs
+  // Longest message one WR may carry (ibv_port_attr.max_msg_sz; soft:
+  // fabric.soft.max_message_bytes). Longer WRs complete with kLocalLength.
+  uint64_t max_message_bytes = uint64_t{1} << 31;
 };
 
 struct PortCounters {

@@ -10,6 +10,7 @@
 
 #include "config/config.h"
 #include "engine/rdma/control_requests.h"
+#include "engine/rdma/datapath_stats.h"
 #include "engine/rdma/rdma_task.h"
 #include "engine/rdma/segment_table.h"
 #include "topology/rail_map.h"
@@ -39,6 +40,8 @@ class DatapathContext {
     rail_of_context_ = std::move(rail_of_context);
   }
   void setDirect(DirectPath* direct) { direct_ = direct; }
+  // The longest WR every device carries (the smallest max message size).
+  void setMaxWrBytes(uint64_t bytes) { max_wr_bytes_ = bytes; }
 
   const config::Config& config() const noexcept { return config_; }
   const topology::RailMap& rails() const noexcept { return rails_; }
@@ -48,6 +51,8 @@ class DatapathContext {
   SlicePool& slicePool() const noexcept { return slices_; }
   DirectPath& direct() const noexcept { return *direct_; }
   SlicePoller* railPoller(uint32_t context) const noexcept { return rail_of_context_[context]; }
+  uint64_t maxWrBytes() const noexcept { return max_wr_bytes_; }
+  const CompletionCounters& completions() const noexcept { return completions_; }
 
   // ---- endpoints ----
   // kReady with *out set; kConnecting after asking for a connect; kFailed when the
@@ -66,7 +71,8 @@ class DatapathContext {
   SlicePoller* pollerFor(const RdmaTask& task, const RdmaSlice& slice) const noexcept;
   // Hands the slice to its poller; false when that poller's ring is full.
   bool enqueue(RdmaTask& task, RdmaSlice* slice) const noexcept;
-  // Finishes the slice's status (if not reported yet) and frees it.
+  // Accounts the slice's result (bytes per device and intent, a missed deadline when
+  // it completes its task late) and frees it. Its WR, if any, has completed.
   void finishSlice(RdmaSlice* slice, SliceResult result) const noexcept;
 
  private:
@@ -79,6 +85,8 @@ class DatapathContext {
   std::vector<SlicePoller*> by_index_;
   std::vector<SlicePoller*> rail_of_context_;
   DirectPath* direct_ = nullptr;
+  uint64_t max_wr_bytes_ = uint64_t{1} << 31;
+  CompletionCounters completions_;
 };
 
 }  // namespace tent::rdma

@@ -83,8 +83,15 @@ bool DatapathContext::enqueue(RdmaTask& task, RdmaSlice* s) const noexcept {
 }
 
 void DatapathContext::finishSlice(RdmaSlice* s, SliceResult result) const noexcept {
-  if (!s->reported)
-    updateSliceStatus(*s->task, result == SliceResult::kSuccess ? s->length : 0, result);
+  RdmaTask& task = *s->task;
+  const uint64_t bytes = result == SliceResult::kSuccess ? s->length : 0;
+  const uint64_t deadline = task.request.deadline_ns;  // read before the task may go
+  if (bytes) completions_.addBytes(s->local_device, task.request.intent_type, bytes);
+  TransferState published = TransferState::PENDING;
+  updateSliceStatus(task, bytes, result, &published);
+  // Late but complete: the bytes are there; the deadline counts as missed.
+  if (published == TransferState::COMPLETED && deadline != 0 && steadyNowNs() > deadline)
+    completions_.countMissed();
   slices_.release(s);
 }
 

@@ -43,6 +43,7 @@ struct DirectCounters {
   std::atomic<uint64_t> post_failures{0};
   std::atomic<uint64_t> completion_errors{0};
   std::atomic<uint64_t> timeouts{0};
+  std::atomic<uint64_t> retries{0};  // failed pieces sent to the worker path again
   std::atomic<uint64_t> bytes{0};
   static constexpr size_t kBuckets = 40;
   std::array<std::atomic<uint64_t>, kBuckets> latency{};
@@ -61,6 +62,9 @@ class DirectPath {
   unsigned pollContexts(const std::vector<RdmaContext*>& contexts) noexcept;
   // Polls the contexts a pending direct task posted on.
   unsigned pollTask(const RdmaTask& task) noexcept;
+  // The task's caller may stop polling (cancel, error, batch freed): the rail
+  // pollers of its contexts reap its lanes whatever direct.poll_by_rail says.
+  void abandon(const RdmaTask& task) noexcept;
 
   // The RFC's one way to get an endpoint: a ready one, or nullptr after asking the
   // control plane to connect. Never blocks.
@@ -74,8 +78,9 @@ class DirectPath {
   DirectDecline plan_(RdmaTask& task, uint64_t now, DirectPlan& plan) noexcept;
   DirectDecline acquire_(RdmaTask& task, DirectPlan& plan) noexcept;
   void post_(RdmaTask& task, uint64_t now, DirectPlan& plan) noexcept;
-  unsigned pollContext(RdmaContext& ctx, uint64_t now) noexcept;
+  unsigned pollContext(RdmaContext& ctx) noexcept;
   void completeSlice(RdmaSlice* s, fabric::WcStatus status, uint64_t now) noexcept;
+  void retryOrFail(RdmaTask& task, RdmaSlice* s, fabric::WcStatus status, uint64_t now) noexcept;
   void expire(RdmaContext& ctx, uint64_t now) noexcept;
   void countDecline(DirectDecline d) noexcept;
 

@@ -1,7 +1,10 @@
 // Direct path datapath: trySubmitDirect() posts a latency-sensitive task on idle
 // direct lanes (all lanes acquired before any post), and direct completions are
 // handled exactly once by whoever polls the direct CQ (the caller through
-// getTransferStatus(), or the context's rail poller).
+// getTransferStatus(), or the context's rail poller - always with poll_by_rail, and
+// otherwise for lanes whose caller may have stopped polling: canceled or failing
+// tasks, freed batches, expired WRs). A failed piece retries on the worker path
+// within workers.max_slice_retries, as a worker slice does.
 #include <bit>
 
 #include "engine/rdma/datapath_context.h"
@@ -80,6 +83,9 @@ DirectDecline DirectPath::plan_(RdmaTask& task, uint64_t now, DirectPlan& plan) 
   const uint64_t len = task.request.length;
   uint64_t wanted = block ? (len + block - 1) / block : 1;
   plan.parts = static_cast<uint32_t>(std::min<uint64_t>(n, std::max<uint64_t>(wanted, 1)));
+  // One WR per lane: a piece longer than a WR may carry goes to the worker path,
+  // which cuts it into slices that fit.
+  if ((len + plan.parts - 1) / plan.parts > dp_.maxWrBytes()) return DirectDecline::kOverSizeCap;
   const uint32_t start = tls_direct_rr++;
   const auto& tb = task.peer->descriptor.buffers[task.target_buffer];
   for (uint32_t p = 0; p < plan.parts; ++p) {
@@ -119,7 +125,7 @@ DirectDecline DirectPath::acquire_(RdmaTask& task, DirectPlan& plan) noexcept {
   return DirectDecline::kAccepted;
 }
 
-void DirectPath::post_(RdmaTask& task, uint64_t now, DirectPlan& plan) noexcept {
+void DirectPath::post_(RdmaTask& task, uint64_t submit_ns, DirectPlan& plan) noexcept {
   const Request& req = task.request;
   uint64_t mask = 0;
   for (uint32_t p = 0; p < plan.parts; ++p) mask |= 1ull << plan.lanes[p].ctx->index();
@@ -135,7 +141,7 @@ void DirectPath::post_(RdmaTask& task, uint64_t now, DirectPlan& plan) noexcept 
     s->task = &task;
     s->source_addr = reinterpret_cast<uint64_t>(req.source) + off;
     s->target_addr = req.target_offset + off;
-    s->length = static_cast<uint32_t>(piece);
+    s->length = piece;  // <= maxWrBytes() (plan_), so the SGE's 32 bits hold it
     s->opcode =
         req.opcode == OpCode::READ ? fabric::WrOpcode::kRdmaRead : fabric::WrOpcode::kRdmaWrite;
     s->segment = req.target_id;
@@ -144,11 +150,16 @@ void DirectPath::post_(RdmaTask& task, uint64_t now, DirectPlan& plan) noexcept 
     s->retries = 0;
     s->rr_hint = static_cast<uint16_t>(p);
     s->direct = true;
-    s->reported = false;
+    s->timed_out = false;
     s->endpoint = l.ep;
     s->qp_index = static_cast<uint32_t>(l.slot);
-    s->enqueue_ns = s->post_ns = now;
-    fabric::Sge sge{s->source_addr, s->length, task.local_buffer->lkeys[s->local_device]};
+    // Stamped at its own post (not at submit): the histogram and direct.timeout_ms
+    // measure this WR, however long the batch before it took.
+    const uint64_t now = steadyNowNs();
+    s->enqueue_ns = submit_ns;
+    s->post_ns = now;
+    fabric::Sge sge{s->source_addr, static_cast<uint32_t>(s->length),
+                    task.local_buffer->lkeys[s->local_device]};
     fabric::SendWr wr{reinterpret_cast<uint64_t>(s), s->opcode, true, 1, &sge, s->target_addr,
                       tb.rkeys[s->peer_device],      nullptr};
     l.ctx->notePosted(l.slot, now, l.ep);
@@ -158,8 +169,8 @@ void DirectPath::post_(RdmaTask& task, uint64_t now, DirectPlan& plan) noexcept 
     l.poster = false;
     if (rc == 0) continue;
     // Post failed (the QP left RTS under us): this piece takes the worker path.
+    // Nothing of it was posted, so its lane, quota and timeout slot return at once.
     counters_.post_failures.fetch_add(1, std::memory_order_relaxed);
-    l.ctx->noteCompleted(l.slot);
     l.ep->returnDirectQuota();
     l.ctx->releaseDirectLane(&task);
     dp_.requestReset(l.ep);
@@ -168,29 +179,43 @@ void DirectPath::post_(RdmaTask& task, uint64_t now, DirectPlan& plan) noexcept 
 }
 
 unsigned DirectPath::pollContexts(const std::vector<RdmaContext*>& contexts) noexcept {
-  if (!dp_.config().direct.poll_by_rail) return 0;
-  uint64_t now = steadyNowNs();
+  // Without poll_by_rail the callers poll - but a lane whose caller may have stopped
+  // (abandoned, or expired) is reaped here all the same: progress never depends on it.
+  const bool always = dp_.config().direct.poll_by_rail;
+  const uint64_t limit = uint64_t{dp_.config().direct.timeout_ms} * 1000000;
+  const uint64_t now = steadyNowNs();
   unsigned n = 0;
-  for (RdmaContext* ctx : contexts) n += pollContext(*ctx, now);
+  for (RdmaContext* ctx : contexts)
+    if (always || ctx->needsReaper(now, limit)) n += pollContext(*ctx);
   return n;
 }
 
 unsigned DirectPath::pollTask(const RdmaTask& task) noexcept {
   uint64_t mask = task.direct_contexts.load(std::memory_order_acquire);
-  uint64_t now = steadyNowNs();
   unsigned n = 0;
   while (mask) {
     int i = std::countr_zero(mask);
     mask &= mask - 1;
-    n += pollContext(dp_.context(static_cast<size_t>(i)), now);
+    n += pollContext(dp_.context(static_cast<size_t>(i)));
   }
   return n;
 }
 
-unsigned DirectPath::pollContext(RdmaContext& ctx, uint64_t now) noexcept {
+void DirectPath::abandon(const RdmaTask& task) noexcept {
+  uint64_t mask = task.direct_contexts.load(std::memory_order_acquire);
+  while (mask) {
+    int i = std::countr_zero(mask);
+    mask &= mask - 1;
+    dp_.context(static_cast<size_t>(i)).markAbandoned(&task);
+  }
+}
+
+unsigned DirectPath::pollContext(RdmaContext& ctx) noexcept {
   fabric::WorkCompletion wc[16];
   // The CQ hands each completion to exactly one poller; all that follows runs once.
   int n = ctx.directCq()->poll(wc, 16);
+  // After the poll: the completion time of what it returned (never before its post).
+  const uint64_t now = steadyNowNs();
   for (int i = 0; i < n; ++i)
     completeSlice(reinterpret_cast<RdmaSlice*>(wc[i].wr_id), wc[i].status, now);
   expire(ctx, now);
@@ -205,21 +230,47 @@ void DirectPath::completeSlice(RdmaSlice* s, fabric::WcStatus status, uint64_t n
   size_t bucket = latency < 2 ? 0 : static_cast<size_t>(63 - std::countl_zero(latency));
   counters_.latency[std::min(bucket, DirectCounters::kBuckets - 1)].fetch_add(
       1, std::memory_order_relaxed);
-  ctx.noteCompleted(static_cast<int>(s->qp_index));
   ep->returnDirectQuota();
   ctx.releaseDirectLane(task);
-  SliceResult result = SliceResult::kSuccess;
   ep->noteCompletion(status);
   if (status == fabric::WcStatus::kSuccess) {
     counters_.bytes.fetch_add(s->length, std::memory_order_relaxed);
-  } else {
-    bool late = latency > uint64_t{dp_.config().direct.timeout_ms} * 1000000;
-    result = late ? SliceResult::kTimeout : SliceResult::kFailed;
-    (late ? counters_.timeouts : counters_.completion_errors)
-        .fetch_add(1, std::memory_order_relaxed);
-    dp_.requestReset(ep);
+    dp_.finishSlice(s, SliceResult::kSuccess);
+    return;
   }
-  dp_.finishSlice(s, result);
+  dp_.requestReset(ep);
+  if (latency > uint64_t{dp_.config().direct.timeout_ms} * 1000000) {
+    counters_.timeouts.fetch_add(1, std::memory_order_relaxed);
+    // Its other pieces were posted with it: past the timeout too, reaped as expired.
+    task->recordError(TransferState::TIMEOUT);
+    dp_.finishSlice(s, SliceResult::kTimeout);
+    return;
+  }
+  counters_.completion_errors.fetch_add(1, std::memory_order_relaxed);
+  retryOrFail(*task, s, status, now);
+}
+
+// The worker path's rule: another device pair, within workers.max_slice_retries. A
+// flush is not this WR's fault (its endpoint was reset, possibly for an error of an
+// unrelated data QP), so it does not use up a retry; the retry itself is a worker
+// slice, whose flushes count.
+void DirectPath::retryOrFail(RdmaTask& task, RdmaSlice* s, fabric::WcStatus status,
+                             uint64_t now) noexcept {
+  const bool canceled = task.cancel_requested.load(std::memory_order_acquire);
+  const bool flushed = status == fabric::WcStatus::kFlushed;
+  if (canceled || task.failing() ||
+      (!flushed && s->retries >= dp_.config().workers.max_slice_retries)) {
+    if (!canceled) task.recordError(TransferState::FAILED);
+    abandon(task);
+    dp_.finishSlice(s, canceled ? SliceResult::kCanceled : SliceResult::kFailed);
+    return;
+  }
+  if (!flushed) ++s->retries;
+  counters_.retries.fetch_add(1, std::memory_order_relaxed);
+  // Another device pair; without one (cannot happen: the plan found this one) the
+  // pair it had. The worker path's own retries move it on from there.
+  (void)dp_.routeSlice(*s, now);
+  fallbackSlice(task, s, now);
 }
 
 // A direct WR past direct.timeout_ms: reset its endpoint, so the WR is flushed and its
@@ -242,7 +293,10 @@ void DirectPath::fallbackSlice(RdmaTask& task, RdmaSlice* s, uint64_t now) noexc
   s->direct = false;
   s->endpoint = nullptr;
   s->enqueue_ns = now;
-  if (!dp_.enqueue(task, s)) dp_.finishSlice(s, SliceResult::kFailed);
+  if (dp_.enqueue(task, s)) return;
+  task.recordError(TransferState::FAILED);
+  abandon(task);
+  dp_.finishSlice(s, SliceResult::kFailed);
 }
 
 }  // namespace tent::rdma

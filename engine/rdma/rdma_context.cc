@@ -28,8 +28,10 @@ Status RdmaContext::init(const CqPlan& plan) {
 int RdmaContext::acquireLaneSlot(const RdmaTask* task) noexcept {
   for (uint32_t i = 0; i < lane_depth_; ++i) {
     const RdmaTask* idle = nullptr;
-    if (direct_lane_owner_[i].compare_exchange_strong(idle, task, std::memory_order_acq_rel))
+    if (direct_lane_owner_[i].compare_exchange_strong(idle, task, std::memory_order_acq_rel)) {
+      lane_abandoned_[i].store(false, std::memory_order_relaxed);
       return static_cast<int>(i);
+    }
   }
   return -1;
 }
@@ -37,10 +39,6 @@ int RdmaContext::acquireLaneSlot(const RdmaTask* task) noexcept {
 void RdmaContext::notePosted(int slot, uint64_t post_ns, RdmaEndPoint* ep) noexcept {
   lane_endpoint_[slot].store(ep, std::memory_order_relaxed);
   lane_post_ns_[slot].store(post_ns, std::memory_order_release);
-}
-
-void RdmaContext::noteCompleted(int slot) noexcept {
-  lane_post_ns_[slot].store(0, std::memory_order_release);
 }
 
 size_t RdmaContext::expiredLanes(uint64_t now, uint64_t limit_ns, RdmaEndPoint** out,
@@ -58,9 +56,31 @@ size_t RdmaContext::expiredLanes(uint64_t now, uint64_t limit_ns, RdmaEndPoint**
 
 bool RdmaContext::releaseDirectLane(const RdmaTask* task) noexcept {
   for (uint32_t i = 0; i < lane_depth_; ++i) {
+    if (direct_lane_owner_[i].load(std::memory_order_acquire) != task) continue;
+    // Cleared before the slot is free: a late mark lands on this (stale) owner or on a
+    // successor, where it costs one needless CQ poll, never a missed one. Its timeout
+    // slot goes with it (nothing of the lane is posted any more).
+    lane_abandoned_[i].store(false, std::memory_order_relaxed);
+    lane_post_ns_[i].store(0, std::memory_order_release);
     const RdmaTask* owner = task;
     if (direct_lane_owner_[i].compare_exchange_strong(owner, nullptr, std::memory_order_acq_rel))
       return true;
+  }
+  return false;
+}
+
+void RdmaContext::markAbandoned(const RdmaTask* task) noexcept {
+  for (uint32_t i = 0; i < lane_depth_; ++i)
+    if (direct_lane_owner_[i].load(std::memory_order_acquire) == task)
+      lane_abandoned_[i].store(true, std::memory_order_release);
+}
+
+bool RdmaContext::needsReaper(uint64_t now, uint64_t limit_ns) const noexcept {
+  for (uint32_t i = 0; i < lane_depth_; ++i) {
+    if (direct_lane_owner_[i].load(std::memory_order_acquire) == nullptr) continue;
+    if (lane_abandoned_[i].load(std::memory_order_acquire)) return true;
+    uint64_t posted = lane_post_ns_[i].load(std::memory_order_acquire);
+    if (posted != 0 && now > posted && now - posted > limit_ns) return true;
   }
   return false;
 }

@@ -22,6 +22,8 @@ class RdmaEndPoint;
 
 class RdmaContext {
  public:
+  static constexpr uint32_t kMaxLaneDepth = 64;  // = the range of direct.qp_depth (a test)
+
   RdmaContext(uint32_t index, fabric::Device& device) : index_(index), device_(device) {}
   RdmaContext(const RdmaContext&) = delete;
   RdmaContext& operator=(const RdmaContext&) = delete;
@@ -52,17 +54,23 @@ class RdmaContext {
   bool tryAcquireDirectLane(const RdmaTask* task) noexcept { return acquireLaneSlot(task) >= 0; }
   // The lane slot acquired, or -1 when every slot is busy.
   int acquireLaneSlot(const RdmaTask* task) noexcept;
-  // Releases only a lane slot `task` owns; returns whether it did.
+  // Releases only a lane slot `task` owns, and its timeout slot;
+  // returns whether it did.
   bool releaseDirectLane(const RdmaTask* task) noexcept;
   // What a lane slot carries while its WR is posted, for the software timeout:
   // the post time (0 = idle) and the endpoint to reset when it expires.
   void notePosted(int slot, uint64_t post_ns, RdmaEndPoint* ep) noexcept;
-  void noteCompleted(int slot) noexcept;
   // Endpoints whose direct WR has been posted longer than `limit_ns` (at most one per slot).
   size_t expiredLanes(uint64_t now, uint64_t limit_ns, RdmaEndPoint** out,
                       size_t max) const noexcept;
   uint32_t laneDepth() const noexcept { return lane_depth_; }
   uint32_t lanesInUse() const noexcept;
+  // The task holding a lane slot here no longer has a caller that will poll for it
+  // (canceled, failing, its batch freed, or its WR expired): the rail poller reaps
+  // this context's direct CQ even with direct.poll_by_rail false. Any thread.
+  void markAbandoned(const RdmaTask* task) noexcept;
+  // Does a held lane need the rail poller: abandoned, or posted longer than `limit_ns`?
+  bool needsReaper(uint64_t now, uint64_t limit_ns) const noexcept;
 
   // Device health: `threshold` consecutive errors pause the device for `pause_ns`.
   void recordSliceError(uint32_t threshold, uint64_t pause_ns, uint64_t now_ns) noexcept;
@@ -78,11 +86,11 @@ class RdmaContext {
   std::vector<std::unique_ptr<fabric::CompletionQueue>> data_cqs_;
   std::unique_ptr<fabric::CompletionQueue> direct_cq_;
   std::unique_ptr<fabric::CompletionQueue> passive_cq_;
-  static constexpr uint32_t kMaxLaneDepth = 64;  // = the range of direct.qp_depth
   uint32_t lane_depth_ = 1;
   alignas(64) std::atomic<const RdmaTask*> direct_lane_owner_[kMaxLaneDepth] = {};
   std::atomic<uint64_t> lane_post_ns_[kMaxLaneDepth] = {};
   std::atomic<RdmaEndPoint*> lane_endpoint_[kMaxLaneDepth] = {};
+  std::atomic<bool> lane_abandoned_[kMaxLaneDepth] = {};
   alignas(64) std::atomic<uint32_t> error_streak_{0};
   std::atomic<uint64_t> paused_until_ns_{0};
   std::atomic<uint64_t> pauses_{0};

@@ -1,5 +1,7 @@
 #include "engine/rdma/rdma_task.h"
 
+#include <cassert>
+
 namespace tent::rdma {
 
 void RdmaTask::reset(const Request& req, uint32_t slices) noexcept {
@@ -9,17 +11,10 @@ void RdmaTask::reset(const Request& req, uint32_t slices) noexcept {
   slices_left.store(slices, std::memory_order_relaxed);
   refs.store(slices, std::memory_order_relaxed);
   cancel_requested.store(false, std::memory_order_relaxed);
+  error.store(0, std::memory_order_relaxed);
   direct.store(false, std::memory_order_relaxed);
   direct_contexts.store(0, std::memory_order_relaxed);
   state.store(static_cast<uint8_t>(TransferState::PENDING), std::memory_order_release);
-}
-
-namespace {
-
-bool finishIfPending(RdmaTask& task, TransferState to) noexcept {
-  auto expected = static_cast<uint8_t>(TransferState::PENDING);
-  return task.state.compare_exchange_strong(expected, static_cast<uint8_t>(to),
-                                            std::memory_order_acq_rel);
 }
 
 TransferState errorState(SliceResult r) noexcept {
@@ -33,18 +28,24 @@ TransferState errorState(SliceResult r) noexcept {
   }
 }
 
-}  // namespace
-
-bool updateSliceStatus(RdmaTask& task, uint64_t bytes, SliceResult result) noexcept {
+bool updateSliceStatus(RdmaTask& task, uint64_t bytes, SliceResult result,
+                       TransferState* published) noexcept {
   bool finished = false;
-  if (result == SliceResult::kSuccess) {
+  if (result == SliceResult::kSuccess)
     task.transferred_bytes.fetch_add(bytes, std::memory_order_relaxed);
-  } else {
-    finished = finishIfPending(task, errorState(result));
+  else
+    task.recordError(errorState(result));
+  // acq_rel: the last slice sees every other slice's bytes and error before publishing.
+  if (task.slices_left.fetch_sub(1, std::memory_order_acq_rel) == 1) {
+    const uint8_t err = task.error.load(std::memory_order_acquire);
+    const TransferState to = err ? static_cast<TransferState>(err) : TransferState::COMPLETED;
+    assert(to != TransferState::COMPLETED ||
+           task.transferred_bytes.load(std::memory_order_relaxed) == task.request.length);
+    auto expected = static_cast<uint8_t>(TransferState::PENDING);
+    finished = task.state.compare_exchange_strong(expected, static_cast<uint8_t>(to),
+                                                  std::memory_order_acq_rel);
+    if (finished && published) *published = to;
   }
-  // acq_rel: the last slice sees every other slice's byte count before completing.
-  if (task.slices_left.fetch_sub(1, std::memory_order_acq_rel) == 1)
-    finished = finishIfPending(task, TransferState::COMPLETED) || finished;
   // Last: after this the batch may be freed by another thread.
   task.refs.fetch_sub(1, std::memory_order_release);
   return finished;

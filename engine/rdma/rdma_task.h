@@ -1,6 +1,8 @@
 // RdmaTask (one request) and RdmaSlice (one WR's worth of it), and the
 // preallocated slice pool. updateSliceStatus() is the one place that accounts
-// bytes and finishes a task: exactly once, the first error wins.
+// bytes and finishes a task: exactly once, the first error wins, and only when
+// the task's last slice is accounted (terminal means drained: no WR of the task
+// can touch the caller's memory any more).
 #pragma once
 
 #include <atomic>
@@ -34,6 +36,9 @@ struct RdmaTask {
   std::atomic<uint32_t> refs{0};
   uint32_t slice_count = 0;
   std::atomic<bool> cancel_requested{false};
+  // The first error (a TransferState value; 0 = none). Recorded at once, published
+  // as the task's state only when its last slice is accounted.
+  std::atomic<uint8_t> error{0};
 
   // Routing snapshot, immutable while slices run.
   std::shared_ptr<const LocalBufferTable> local_table;
@@ -52,6 +57,12 @@ struct RdmaTask {
   TransferState loadState() const noexcept {
     return static_cast<TransferState>(state.load(std::memory_order_acquire));
   }
+  bool failing() const noexcept { return error.load(std::memory_order_acquire) != 0; }
+  // Records `s` as the task's error unless an earlier one is recorded; true when it was.
+  bool recordError(TransferState s) noexcept {
+    uint8_t none = 0;
+    return error.compare_exchange_strong(none, static_cast<uint8_t>(s), std::memory_order_acq_rel);
+  }
   // Control path: readies a task for a new request with `slices` slices.
   void reset(const Request& req, uint32_t slices) noexcept;
 };
@@ -61,16 +72,16 @@ struct RdmaSlice {
   RdmaTask* task = nullptr;
   uint64_t source_addr = 0;
   uint64_t target_addr = 0;
-  uint32_t length = 0;
+  uint64_t length = 0;  // at most the provider's max message size (one WR)
   fabric::WrOpcode opcode = fabric::WrOpcode::kRdmaWrite;
   uint16_t local_device = 0;
   uint16_t peer_device = 0;
   uint16_t retries = 0;
   uint16_t rr_hint = 0;  // slice index within its task: spreads devices round-robin
   bool direct = false;
-  // Set when the slice's status was reported before its WR completed (software
-  // timeout, cancel): the WR's completion then only frees the slice.
-  bool reported = false;
+  // Set when the slice's WR passed its software timeout: the task is failing with
+  // TIMEOUT already; the WR's completion (or flush) accounts the slice, never retries.
+  bool timed_out = false;
   SegmentId segment = 0;
   RdmaEndPoint* endpoint = nullptr;  // where the WR was posted
   uint32_t qp_index = 0;
@@ -82,10 +93,16 @@ struct RdmaSlice {
   std::atomic<uint32_t> free_next{0};  // pool free list
 };
 
-// Accounts one finished slice. Success adds its bytes; an error moves a pending task
-// to FAILED/TIMEOUT (the first error wins); the last slice completes a still-pending
-// task. Returns true when this call finished the task. Thread-safe, lock-free.
-bool updateSliceStatus(RdmaTask& task, uint64_t bytes, SliceResult result) noexcept;
+// Accounts one finished slice. Success adds its bytes; an error is recorded (the
+// first error wins). The last slice publishes the task's terminal state: the recorded
+// error, else COMPLETED (then transferred_bytes == length, asserted in debug builds).
+// Returns true when this call finished the task, and writes the published state to
+// `*published` (when given). After it returns the task may be gone. Thread-safe,
+// lock-free.
+bool updateSliceStatus(RdmaTask& task, uint64_t bytes, SliceResult result,
+                       TransferState* published = nullptr) noexcept;
+// The terminal state a slice error records.
+TransferState errorState(SliceResult r) noexcept;
 
 // Fixed pool of slices with a lock-free (tagged Treiber stack) free list:
 // allocation on the datapath is a CAS, never a malloc.

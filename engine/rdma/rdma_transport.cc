@@ -37,6 +37,23 @@ Status RdmaTransport::init() {
   TENT_RETURN_IF_ERROR(requests_->init(4096));
   datapath_ = std::make_unique<DatapathContext>(*config_, rails_, raw, *segments_, *slice_pool_,
                                                 *requests_);
+  // One WR carries at most the smallest max message size of the devices (and what an
+  // SGE's 32-bit length holds): slices are cut to it, never truncated.
+  uint64_t max_wr = uint64_t{1} << 31;
+  std::string smallest = "the SGE limit";
+  for (auto& c : contexts_) {
+    const uint64_t m = c->device().info().max_message_bytes;
+    if (m != 0 && m < max_wr) {
+      max_wr = m;
+      smallest = c->name();
+    }
+  }
+  if (config_->workers.block_size > max_wr)
+    return Status::InvalidArgument(
+        config_->source + ": workers.block_size " + std::to_string(config_->workers.block_size) +
+        " exceeds the max message size of " + smallest + " (" + std::to_string(max_wr) +
+        " bytes): one slice is one WR; lower workers.block_size");
+  datapath_->setMaxWrBytes(max_wr);
   TENT_RETURN_IF_ERROR(planPollers());
   TENT_RETURN_IF_ERROR(initContexts());
   direct_ = std::make_unique<DirectPath>(*datapath_);
@@ -224,6 +241,13 @@ void RdmaTransport::fillStats(EngineStats* out) const {
   }
   direct_->fillStats(&out->direct);
   out->bytes_transferred += direct_->counters().bytes.load(std::memory_order_relaxed);
+  const CompletionCounters& done = datapath_->completions();
+  for (size_t c = 0; c < contexts_.size(); ++c)
+    out->bytes_per_device[contexts_[c]->name()] += done.bytesOnDevice(c);
+  out->bytes_per_intent.assign(kIntentCount, 0);
+  for (size_t i = 0; i < kIntentCount; ++i) out->bytes_per_intent[i] = done.bytesOfIntent(i);
+  out->deadlines.expired_at_submit = done.deadlinesExpiredAtSubmit();
+  out->deadlines.missed = done.deadlinesMissed();
   control_->fillStats(out);
 }
 

@@ -54,6 +54,9 @@ class RdmaTransport {
   Status closeSegment(SegmentId id) { return control_->closeSegment(id); }
   Result<std::vector<SegmentBufferInfo>> segmentBuffers(SegmentId id);
   Status cancel(RdmaTask& task);
+  // The task's caller will not poll it any more (its batch was freed while WRs were
+  // in flight): its direct lanes are reaped by the rail pollers.
+  void abandon(RdmaTask& task) noexcept;
   void fillStats(EngineStats* out) const;
 
   // ---- datapath (caller threads) ----

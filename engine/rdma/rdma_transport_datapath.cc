@@ -55,6 +55,16 @@ Status RdmaTransport::resolveRequest(const Request& req, size_t index, RdmaTask&
                               hexRange(reinterpret_cast<void*>(req.target_offset), req.length) +
                               " is not inside the peer's registered memory");
   }
+  // Every slice is one WR of at most the max message size: refuse what cannot be cut
+  // into slices this engine can hold (never truncate).
+  const uint64_t slices =
+      sliceCount(req.length, config_->workers.block_size, datapath_->maxWrBytes());
+  if (slices > slice_pool_->capacity())
+    return Status::InvalidArgument(
+        where() + "length " + std::to_string(req.length) + " needs " + std::to_string(slices) +
+        " slices of at most " +
+        std::to_string(std::min(config_->workers.block_size, datapath_->maxWrBytes())) +
+        " bytes, more than workers.slice_pool (" + std::to_string(slice_pool_->capacity()) + ")");
   topology::LocationId location = topology::kAnyLocation;
   (void)topology::bufferLocationForRange(local->layouts, source, req.length, &location);
   task.local_table = local;
@@ -75,10 +85,18 @@ Status RdmaTransport::submitTransferTasks(std::span<const Request> requests, Rdm
     tasks[i].request = requests[i];
     TENT_RETURN_IF_ERROR(resolveRequest(requests[i], i, tasks[i], local, device_mask));
   }
-  uint64_t now = steadyNowNs();
   size_t starved = 0;
   for (size_t i = 0; i < requests.size(); ++i) {
     RdmaTask& task = tasks[i];
+    // Each task's own submit time: a late request in a long batch is judged by it.
+    const uint64_t now = steadyNowNs();
+    if (task.request.deadline_ns != 0 && task.request.deadline_ns <= now) {
+      // Already late: not started (nothing posted, no byte moved), TIMEOUT at once.
+      task.reset(task.request, 0);
+      task.state.store(static_cast<uint8_t>(TransferState::TIMEOUT), std::memory_order_release);
+      datapath_->completions().countExpiredAtSubmit();
+      continue;
+    }
     if (task.latency_sensitive && direct_->trySubmitDirect(task, now) == DirectDecline::kAccepted)
       continue;
     if (!submitWorker(task, now).ok()) ++starved;
@@ -92,7 +110,8 @@ Status RdmaTransport::submitTransferTasks(std::span<const Request> requests, Rdm
 Status RdmaTransport::submitWorker(RdmaTask& task, uint64_t now) noexcept {
   const Request& req = task.request;
   const uint64_t block = config_->workers.block_size;
-  const uint64_t count = sliceCount(req.length, block);
+  const uint64_t max_wr = datapath_->maxWrBytes();
+  const uint64_t count = sliceCount(req.length, block, max_wr);  // <= slice pool (resolve)
   task.reset(req, static_cast<uint32_t>(count));
   worker_tasks_.fetch_add(1, std::memory_order_relaxed);
   const uint32_t rr = tls_rr++;
@@ -105,18 +124,18 @@ Status RdmaTransport::submitWorker(RdmaTask& task, uint64_t now) noexcept {
       continue;
     }
     uint64_t off = 0, len = 0;
-    sliceRange(req.length, block, k, &off, &len);
+    sliceRange(req.length, block, k, &off, &len, max_wr);
     s->task = &task;
     s->source_addr = reinterpret_cast<uint64_t>(req.source) + off;
     s->target_addr = req.target_offset + off;
-    s->length = static_cast<uint32_t>(len);
+    s->length = len;  // <= max_wr: one WR
     s->opcode =
         req.opcode == OpCode::READ ? fabric::WrOpcode::kRdmaRead : fabric::WrOpcode::kRdmaWrite;
     s->segment = req.target_id;
     s->retries = 0;
     s->rr_hint = static_cast<uint16_t>(rr + k);
     s->direct = false;
-    s->reported = false;
+    s->timed_out = false;
     s->endpoint = nullptr;
     s->enqueue_ns = now;
     if (!datapath_->routeSlice(*s, now)) {
@@ -156,16 +175,24 @@ TransferStatus RdmaTransport::getTransferStatus(RdmaTask& task) noexcept {
 }
 
 Status RdmaTransport::cancel(RdmaTask& task) {
+  // Terminal means drained: CANCELED is published by the task's last slice, once no
+  // WR of it can touch the caller's memory. Slices not posted yet are dropped; posted
+  // WRs drain through normal completion (their bytes count).
+  if (task.loadState() != TransferState::PENDING) return Status::OK();
   task.cancel_requested.store(true, std::memory_order_release);
-  auto pending = static_cast<uint8_t>(TransferState::PENDING);
-  task.state.compare_exchange_strong(pending, static_cast<uint8_t>(TransferState::CANCELED),
-                                     std::memory_order_acq_rel);
-  // Posted WRs drain through normal completion; a direct task's caller may poll.
+  task.recordError(TransferState::CANCELED);
   if (task.direct.load(std::memory_order_acquire)) {
     ebr::ReadSection section;
+    direct_->abandon(task);  // the rail poller reaps it if its caller stops polling
     direct_->pollTask(task);
   }
   return Status::OK();
+}
+
+void RdmaTransport::abandon(RdmaTask& task) noexcept {
+  if (!task.referenced() || !task.direct.load(std::memory_order_acquire)) return;
+  ebr::ReadSection section;
+  direct_->abandon(task);
 }
 
 RdmaEndPoint* RdmaTransport::getEndpointForContextIndex(uint32_t context, SegmentId segment,

@@ -37,7 +37,8 @@ struct PollerCounters {
 class SlicePoller final : public lcore::Poller {
  public:
   enum class Kind : uint8_t { kRail, kBackground };
-  static constexpr uint32_t kMaxPost = 64;   // WRs built per pass
+  // WRs built (and slices dequeued) per pass: the whole range of workers.burst.
+  static constexpr uint32_t kMaxPost = 1024;
   static constexpr uint32_t kMaxChains = 8;  // distinct QPs posted per pass
   static constexpr uint32_t kPollBatch = 32;
 
@@ -84,8 +85,11 @@ class SlicePoller final : public lcore::Poller {
   void finish_lc(RdmaSlice* s, SliceResult result) noexcept;
   void checkTimeouts_lc(uint64_t now) noexcept;
 
-  // Intrusive lists: pending (FIFO, singly linked) and in flight (doubly linked, post order).
+  // Intrusive lists: pending (singly linked; FIFO on background pollers, earliest
+  // deadline first on rail pollers, FIFO among equal deadlines and after every
+  // deadline for none) and in flight (doubly linked, post order).
   void pushPending_lc(RdmaSlice* s) noexcept;
+  void mergePending_lc(RdmaSlice* head, RdmaSlice* tail) noexcept;
   void pushInflight_lc(RdmaSlice* s) noexcept;
   void unlinkInflight_lc(RdmaSlice* s) noexcept;
 

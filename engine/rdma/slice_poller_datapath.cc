@@ -1,7 +1,9 @@
 // The poller's run-to-completion pass: drain the ring into the pending list, post
 // pending slices in chains per QP within QP depth and CQ room, poll data CQs,
 // handle completions (retry on another device pair, or finish), and expire
-// slices past their software timeout. Nothing here blocks or allocates.
+// slices past their software timeout. Nothing here blocks or allocates. A slice's
+// status is accounted only once its WR can no longer touch memory (completed or
+// flushed): a software timeout records TIMEOUT at once and waits for the flush.
 #include "engine/common/ebr.h"
 #include "engine/rdma/datapath_context.h"
 #include "engine/rdma/direct_path.h"
@@ -30,8 +32,7 @@ lcore::PollResult SlicePoller::poll_lc() noexcept {
 
 unsigned SlicePoller::drainRing_lc() noexcept {
   RdmaSlice* burst[kMaxPost];
-  unsigned max = dp_.config().workers.burst;
-  if (max > kMaxPost) max = kMaxPost;
+  const unsigned max = dp_.config().workers.burst;  // <= kMaxPost (the config's range)
   unsigned n = ring_->dequeueBurst_lc(burst, max);
   if (n == 0) return 0;
   (void)held_.load(std::memory_order_acquire);  // pairs with enqueue()'s release
@@ -39,13 +40,64 @@ unsigned SlicePoller::drainRing_lc() noexcept {
   return n;
 }
 
+namespace {
+// Rail pollers serve latency-sensitive slices earliest deadline first.
+uint64_t deadlineKey(const RdmaSlice* s) noexcept {
+  const uint64_t d = s->task->request.deadline_ns;
+  return d ? d : UINT64_MAX;
+}
+}  // namespace
+
 void SlicePoller::pushPending_lc(RdmaSlice* s) noexcept {
   s->next = nullptr;
-  if (pending_tail_)
-    pending_tail_->next = s;
-  else
+  if (!pending_tail_) {
+    pending_head_ = pending_tail_ = s;
+    return;
+  }
+  const uint64_t key = kind_ == Kind::kRail ? deadlineKey(s) : 0;
+  if (kind_ != Kind::kRail || deadlineKey(pending_tail_) <= key) {
+    pending_tail_->next = s;  // the common case: in order (FIFO, or no deadline)
+    pending_tail_ = s;
+    return;
+  }
+  if (key < deadlineKey(pending_head_)) {
+    s->next = pending_head_;
     pending_head_ = s;
-  pending_tail_ = s;
+    return;
+  }
+  RdmaSlice* at = pending_head_;  // last slice with a key <= ours
+  while (at->next && deadlineKey(at->next) <= key) at = at->next;
+  s->next = at->next;
+  at->next = s;
+}
+
+// Puts the slices kept back by a pass (in their order) before those pushed during it:
+// a plain splice on background pollers, a merge by deadline on rail pollers.
+void SlicePoller::mergePending_lc(RdmaSlice* head, RdmaSlice* tail) noexcept {
+  if (!head) return;
+  if (kind_ != Kind::kRail || !pending_head_) {
+    tail->next = pending_head_;
+    if (!pending_head_) pending_tail_ = tail;
+    pending_head_ = head;
+    return;
+  }
+  RdmaSlice* other = pending_head_;
+  RdmaSlice* out_head = nullptr;
+  RdmaSlice* out_tail = nullptr;
+  while (head || other) {
+    RdmaSlice** from =
+        (!other || (head && deadlineKey(head) <= deadlineKey(other))) ? &head : &other;
+    RdmaSlice* s = *from;
+    *from = s->next;
+    s->next = nullptr;
+    if (out_tail)
+      out_tail->next = s;
+    else
+      out_head = s;
+    out_tail = s;
+  }
+  pending_head_ = out_head;
+  pending_tail_ = out_tail;
 }
 
 void SlicePoller::pushInflight_lc(RdmaSlice* s) noexcept {
@@ -96,11 +148,7 @@ unsigned SlicePoller::postPending_lc(uint64_t now) noexcept {
     }
     s = next;
   }
-  if (keep_head) {
-    keep_tail->next = pending_head_;
-    if (!pending_head_) pending_tail_ = keep_tail;
-    pending_head_ = keep_head;
-  }
+  mergePending_lc(keep_head, keep_tail);
   postChains_lc(now);
   return handled;
 }
@@ -110,7 +158,8 @@ unsigned SlicePoller::postPending_lc(uint64_t now) noexcept {
 SlicePoller::Stage SlicePoller::stageSlice_lc(RdmaSlice* s, uint64_t now) noexcept {
   const auto& wcfg = dp_.config().workers;
   RdmaTask& task = *s->task;
-  if (task.cancel_requested.load(std::memory_order_acquire)) {
+  // A canceled or failing task starts no new WR; its status waits for those posted.
+  if (task.cancel_requested.load(std::memory_order_acquire) || task.failing()) {
     finish_lc(s, SliceResult::kCanceled);
     return Stage::kGone;
   }
@@ -150,7 +199,8 @@ SlicePoller::Stage SlicePoller::stageSlice_lc(RdmaSlice* s, uint64_t now) noexce
     const auto& tb = task.peer->descriptor.buffers[task.target_buffer];
     fabric::Sge& sge = sges_[staged_];
     fabric::SendWr& wr = wrs_[staged_++];
-    sge = fabric::Sge{s->source_addr, s->length, lb.lkeys[s->local_device]};
+    // s->length <= the max message size (submitWorker), so 32 bits hold it.
+    sge = fabric::Sge{s->source_addr, static_cast<uint32_t>(s->length), lb.lkeys[s->local_device]};
     wr = fabric::SendWr{reinterpret_cast<uint64_t>(s), s->opcode, true, 1, &sge, s->target_addr,
                         tb.rkeys[s->peer_device],      nullptr};
     if (chain->tail)
@@ -177,6 +227,7 @@ void SlicePoller::postChains_lc(uint64_t now) noexcept {
   for (uint32_t c = 0; c < chain_count_; ++c) {
     Chain& chain = chains_[c];
     const fabric::SendWr* bad = nullptr;
+    const uint64_t posted = steadyNowNs();  // the post itself, not the start of the pass
     int rc = chain.qp->postSend(chain.head, &bad);
     for (const fabric::SendWr* wr = chain.head; wr; wr = wr->next) {
       auto* s = reinterpret_cast<RdmaSlice*>(wr->wr_id);
@@ -195,7 +246,7 @@ void SlicePoller::postChains_lc(uint64_t now) noexcept {
         }
         break;
       }
-      s->post_ns = now;
+      s->post_ns = posted;
       ++cq_inflight_[chain.context->index()];
       pushInflight_lc(s);
       counters_.slices_posted.fetch_add(1, std::memory_order_relaxed);
@@ -215,6 +266,7 @@ unsigned SlicePoller::pollDataCqs_lc(uint64_t now) noexcept {
       TENT_DLOG(kEngine, "data CQ overflow on context %zu", i);
       continue;
     }
+    if (n > 0) now = steadyNowNs();  // completion time: after the poll that returned them
     for (int k = 0; k < n; ++k) {
       auto* s = reinterpret_cast<RdmaSlice*>(wc[k].wr_id);
       --cq_inflight_[i];
@@ -227,9 +279,10 @@ unsigned SlicePoller::pollDataCqs_lc(uint64_t now) noexcept {
 
 void SlicePoller::complete_lc(RdmaSlice* s, fabric::WcStatus status, uint64_t now) noexcept {
   const auto& wcfg = dp_.config().workers;
-  if (s->reported) {  // timed out earlier: its status is settled, only free it
-    dp_.finishSlice(s, SliceResult::kFailed);
-    held_.fetch_sub(1, std::memory_order_relaxed);
+  if (s->timed_out) {  // its task is failing with TIMEOUT: account it, never retry
+    if (s->endpoint) s->endpoint->noteCompletion(status);
+    finish_lc(s,
+              status == fabric::WcStatus::kSuccess ? SliceResult::kSuccess : SliceResult::kTimeout);
     return;
   }
   unlinkInflight_lc(s);
@@ -252,7 +305,7 @@ void SlicePoller::complete_lc(RdmaSlice* s, fabric::WcStatus status, uint64_t no
 void SlicePoller::failOrRetry_lc(RdmaSlice* s, uint64_t now) noexcept {
   const auto& wcfg = dp_.config().workers;
   bool canceled = s->task->cancel_requested.load(std::memory_order_acquire);
-  if (canceled || s->retries >= wcfg.max_slice_retries) {
+  if (canceled || s->task->failing() || s->retries >= wcfg.max_slice_retries) {
     finish_lc(s, canceled ? SliceResult::kCanceled : SliceResult::kFailed);
     return;
   }
@@ -277,9 +330,10 @@ void SlicePoller::checkTimeouts_lc(uint64_t now) noexcept {
     RdmaSlice* s = inflight_head_;
     unlinkInflight_lc(s);
     counters_.slice_timeouts.fetch_add(1, std::memory_order_relaxed);
-    // Report now; the WR's completion (or flush after the reset) frees the slice.
-    updateSliceStatus(*s->task, 0, SliceResult::kTimeout);
-    s->reported = true;
+    // The task fails with TIMEOUT, published once its WRs drain: the reset flushes this
+    // one, and its completion (complete_lc) accounts the slice.
+    s->task->recordError(TransferState::TIMEOUT);
+    s->timed_out = true;
     if (s->endpoint) dp_.requestReset(s->endpoint);
   }
 }

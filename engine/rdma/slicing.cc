@@ -3,24 +3,27 @@
 namespace tent::rdma {
 
 namespace {
-bool tailMerges(uint64_t tail, uint64_t block_size) noexcept {
-  return tail * 2 < block_size;
+bool tailMerges(uint64_t tail, uint64_t block_size, uint64_t max_slice) noexcept {
+  return tail * 2 < block_size && block_size + tail <= max_slice;
 }
 }  // namespace
 
-uint64_t sliceCount(uint64_t length, uint64_t block_size) noexcept {
+uint64_t sliceCount(uint64_t length, uint64_t block_size, uint64_t max_slice) noexcept {
   if (length == 0) return 0;
-  if (block_size == 0) return 1;
+  if (max_slice == 0) max_slice = UINT64_MAX;
+  if (block_size == 0 || block_size > max_slice) block_size = max_slice;
+  if (length <= block_size) return 1;
   uint64_t full = length / block_size;
   uint64_t tail = length % block_size;
-  if (full == 0) return 1;
-  return (tail == 0 || tailMerges(tail, block_size)) ? full : full + 1;
+  return (tail == 0 || tailMerges(tail, block_size, max_slice)) ? full : full + 1;
 }
 
 void sliceRange(uint64_t length, uint64_t block_size, uint64_t index, uint64_t* offset,
-                uint64_t* slice_length) noexcept {
-  uint64_t count = sliceCount(length, block_size);
-  if (block_size == 0 || count <= 1) {
+                uint64_t* slice_length, uint64_t max_slice) noexcept {
+  if (max_slice == 0) max_slice = UINT64_MAX;
+  if (block_size == 0 || block_size > max_slice) block_size = max_slice;
+  uint64_t count = sliceCount(length, block_size, max_slice);
+  if (count <= 1) {
     *offset = 0;
     *slice_length = length;
     return;

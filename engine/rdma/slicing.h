@@ -13,11 +13,14 @@ namespace tent::rdma {
 inline constexpr size_t kMaxDevices = 64;
 
 // Number of slices for `length` bytes cut in `block_size` pieces, where a short tail
-// (less than half a block) merges into the previous slice instead of becoming its own.
-uint64_t sliceCount(uint64_t length, uint64_t block_size) noexcept;
+// (less than half a block) merges into the previous slice instead of becoming its own
+// when the merged slice still fits `max_slice` (one WR: the max message size). Every
+// slice is at most max(block_size, ...) only if block_size <= max_slice, which the
+// engine checks at start-up. block_size 0: one slice (if it fits `max_slice`).
+uint64_t sliceCount(uint64_t length, uint64_t block_size, uint64_t max_slice = UINT64_MAX) noexcept;
 // Offset and length of slice `index` of that plan.
 void sliceRange(uint64_t length, uint64_t block_size, uint64_t index, uint64_t* offset,
-                uint64_t* slice_length) noexcept;
+                uint64_t* slice_length, uint64_t max_slice = UINT64_MAX) noexcept;
 // Splits `length` into `parts` near-equal contiguous pieces (direct multi-rail).
 void evenSplit(uint64_t length, uint32_t parts, uint32_t index, uint64_t* offset,
                uint64_t* piece) noexcept;

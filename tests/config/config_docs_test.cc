@@ -4,6 +4,8 @@
 #include <gtest/gtest.h>
 
 #include <cctype>
+#include <filesystem>
+#include <fstream>
 #include <map>
 #include <set>
 #include <sstream>
@@ -149,6 +151,40 @@ TEST(ConfigDocs, DefaultYamlSpellsOutEveryKey) {
     const std::string name = leaf.empty() ? k.path : leaf;
     EXPECT_TRUE(hasKey(text, name)) << "default.yaml lacks " << k.path;
   }
+}
+
+// Config says what the engine does: every key of the schema is read somewhere outside
+// the parser (the engine, lcores, topology, the EAL arguments, the CQ sizing), as a
+// member access of its field. A key only the parser knows (workers.post_batch was
+// one) fails here.
+TEST(ConfigKeys, EveryKeyReachesTheEngine) {
+  namespace fs = std::filesystem;
+  std::string sources;
+  for (const char* dir : {"engine", "lcore", "topology", "config"}) {
+    for (const auto& e : fs::recursive_directory_iterator(srcDir() + "/" + dir)) {
+      const std::string path = e.path().string();
+      const std::string ext = e.path().extension().string();
+      if (!e.is_regular_file() || (ext != ".cc" && ext != ".h")) continue;
+      const std::string name = e.path().filename().string();
+      // The schema itself (and the YAML plumbing) does not count as reading a key.
+      if (dir == std::string("config") &&
+          (name == "parse.cc" || name == "config.h" || name.rfind("yaml_", 0) == 0))
+        continue;
+      sources += readText(path);
+      sources += "\n";
+    }
+  }
+  ASSERT_FALSE(sources.empty());
+  size_t checked = 0;
+  for (const KeyInfo& k : keyList()) {
+    std::string leaf = k.path.substr(k.path.find_last_of(".]") + 1);
+    if (leaf.empty()) leaf = k.path;
+    const bool read = sources.find("." + leaf) != std::string::npos ||
+                      sources.find("->" + leaf) != std::string::npos;
+    EXPECT_TRUE(read) << k.path << ": no code outside the parser reads ." << leaf;
+    ++checked;
+  }
+  EXPECT_EQ(checked, keyList().size());
 }
 
 }  // namespace

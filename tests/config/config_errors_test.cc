@@ -543,6 +543,12 @@ TEST(ConfigErrors, ReplacedKeyNamesItsReplacement) {
                3,
                "fabric.soft.peer_dead_timeout_ms",
                {"replaced by fabric.soft.retry_budget_ms"}});
+  // Never read by the engine (issue 13): refused, pointing at what bounds a pass.
+  expectError({"post_batch was removed",
+               "workers:\n  post_batch: 32\n",
+               2,
+               "workers.post_batch",
+               {"replaced by workers.burst"}});
 }
 
 }  // namespace

@@ -8,11 +8,11 @@
 #include <sys/wait.h>
 
 #include <chrono>
-#include <fstream>
-#include <sstream>
 #include <deque>
+#include <fstream>
 #include <future>
 #include <memory>
+#include <sstream>
 #include <thread>
 #include <vector>
 
@@ -360,15 +360,19 @@ TEST_F(ControlNet, Ipv6ListenerServesSessionsAndOneShots) {
 // listen socket, and serves again once descriptors are free. Run in a child process
 // with a small RLIMIT_NOFILE (so the rest of this test program keeps its own).
 TEST(ControlNetLimits, OutOfDescriptorsTheListenerBacksOffAndRecovers) {
-  int ready[2];
+  // Two pipes: with one, the child's wait for "stop" could read a byte of the port it
+  // had just written, before the parent read it (a flaky failure, seen in the suite).
+  int ready[2], stop[2];
   ASSERT_EQ(pipe(ready), 0);
+  ASSERT_EQ(pipe(stop), 0);
   const pid_t child = fork();
   ASSERT_GE(child, 0);
   if (child == 0) {
     Handler handler;
     ControlCounters stats;
     auto loop = std::move(EventLoop::create()).value();
-    auto server = std::move(ControlServer::create(*loop, "127.0.0.1", 0, {}, handler, stats)).value();
+    auto server =
+        std::move(ControlServer::create(*loop, "127.0.0.1", 0, {}, handler, stats)).value();
     if (!server->start().ok()) _exit(3);
     rlimit lim{64, 64};
     setrlimit(RLIMIT_NOFILE, &lim);
@@ -376,7 +380,7 @@ TEST(ControlNetLimits, OutOfDescriptorsTheListenerBacksOffAndRecovers) {
     if (write(ready[1], &port, sizeof port) != sizeof port) _exit(4);
     loop->start("emfile-loop");
     char c;
-    (void)!read(ready[0], &c, 1);  // the parent says when to stop
+    (void)!read(stop[0], &c, 1);  // the parent says when to stop
     loop->post([&] { server.reset(); });
     loop->stop();
     loop->join();
@@ -407,11 +411,13 @@ TEST(ControlNetLimits, OutOfDescriptorsTheListenerBacksOffAndRecovers) {
   std::printf("out of descriptors: the listener used %.2f s of CPU in 1 s\n", cpu() - before);
   held.clear();
   // With descriptors back (held connections closed, their sessions gone), it serves.
-  EXPECT_TRUE(eventually([&] {
-    auto d = test::oneShot(to, FrameType::kGetDescriptor, {});
-    return d.ok() && d->type == FrameType::kDescriptor;
-  }, 20));
-  ASSERT_EQ(write(ready[1], "x", 1), 1);
+  EXPECT_TRUE(eventually(
+      [&] {
+        auto d = test::oneShot(to, FrameType::kGetDescriptor, {});
+        return d.ok() && d->type == FrameType::kDescriptor;
+      },
+      20));
+  ASSERT_EQ(write(stop[1], "x", 1), 1);
   int status = 0;
   ASSERT_EQ(waitpid(child, &status, 0), child);
   EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0);

@@ -2,6 +2,8 @@
 // lcore 1: background), loopback through two soft devices.
 #pragma once
 
+#include <functional>
+
 #include "engine/fabric/soft/soft_faults.h"
 #include "engine/rdma/direct_path.h"
 #include "engine/rdma/rdma_context.h"
@@ -13,8 +15,16 @@ namespace tent::testing {
 struct DirectFixture : ::testing::Test {
   static constexpr size_t kBuf = 4 << 20;
   void SetUp() override { init(""); }
-  void init(const std::string& extra) {
-    engine = makeEngine(simYaml(extra));
+  // `workers` adds keys to the workers map (", max_slice_retries: 0"); `soft` to the
+  // soft fabric map (", max_message_bytes: 4096"; ignored on other fabrics).
+  void init(const std::string& extra, const std::string& workers = "",
+            const std::string& soft = "") {
+    std::string yaml = simYaml(extra, "", workers);
+    const std::string anchor = "    retry_budget_ms: 50\n";
+    if (!soft.empty() && yaml.find(anchor) != std::string::npos)
+      yaml.replace(yaml.find(anchor), anchor.size(), anchor + "    " + soft + "\n");
+    engine.reset();
+    engine = makeEngine(yaml);
     ASSERT_NE(engine, nullptr);
     src = static_cast<uint8_t*>(*engine->allocateLocalMemory(kBuf, "cpu:0"));
     dst = static_cast<uint8_t*>(*engine->allocateLocalMemory(kBuf, "cpu:0"));
@@ -77,5 +87,37 @@ struct DirectFixture : ::testing::Test {
   uint8_t* src = nullptr;
   uint8_t* dst = nullptr;
 };
+
+inline BatchId submitMasked(DirectFixture& f, const Request& r, uint64_t mask) {
+  auto b = f.engine->allocateBatch(1);
+  Status s = f.engine->submitTransferWithMask(*b, {&r, 1}, mask);
+  EXPECT_TRUE(s.ok()) << s.toString();
+  return *b;
+}
+
+// Adds a rule on context `ctx`'s direct QP toward the same-numbered device.
+inline void faultOnDirectQp(DirectFixture& f, fabric::soft::FaultAction action,
+                            uint64_t delay_ns = 0, uint32_t ctx = 0) {
+  auto* ep = f.endpoint(ctx);
+  ASSERT_NE(ep, nullptr);
+  ASSERT_NE(ep->directQp(), nullptr);
+  fabric::soft::FaultRule rule;
+  rule.qp_num = ep->directQp()->qpNum();
+  rule.every_nth = 1;
+  rule.max_hits = 1;
+  rule.action = action;
+  rule.status = fabric::WcStatus::kRemoteAccess;
+  rule.delay_ns = delay_ns;
+  ASSERT_TRUE(f.faults().addRule(rule).ok());
+}
+
+inline bool waitFor(const std::function<bool()>& cond, double seconds = 30) {
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(seconds);
+  while (!cond()) {
+    if (std::chrono::steady_clock::now() > deadline) return false;
+    std::this_thread::yield();
+  }
+  return true;
+}
 
 }  // namespace tent::testing

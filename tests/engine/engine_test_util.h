@@ -112,16 +112,23 @@ class CountContractBreaks {
 
 // Manual lcore mode, two unlimited devices (see fabricYaml()), short timeouts.
 // `extra` adds top-level sections this one does not have; `bootstrap` adds keys to
-// its bootstrap map (e.g. ", keepalive_ms: 100").
-inline std::string simYaml(const std::string& extra = "", const std::string& bootstrap = "") {
+// its bootstrap map (e.g. ", keepalive_ms: 100"), `workers` to its workers map (e.g.
+// ", max_slice_retries: 0"; a repeated key replaces block_size and the like only if
+// the test drops it from here - see simWorkers()).
+inline std::string simYaml(const std::string& extra = "", const std::string& bootstrap = "",
+                           const std::string& workers = "") {
   return R"(
 eal: {mode: manual}
 )" + fabricYaml() +
          R"(lcores:
   - pollers: ["rail:*"]
   - pollers: [background]
-workers: {ring_size: 1024, slice_pool: 4096, max_batch_capacity: 1024,
-          slice_timeout_ms: 5000, block_size: 65536}
+workers: {max_batch_capacity: 1024)" +
+         (workers.find("slice_timeout_ms") == std::string::npos ? ", slice_timeout_ms: 5000" : "") +
+         (workers.find("ring_size") == std::string::npos ? ", ring_size: 1024" : "") +
+         (workers.find("block_size") == std::string::npos ? ", block_size: 65536" : "") +
+         (workers.find("slice_pool") == std::string::npos ? ", slice_pool: 4096" : "") + workers +
+         R"(}
 bootstrap: {listen: "127.0.0.1:0", connect_timeout_ms: 1000)" +
          bootstrap + R"(}
 timeouts: {endpoint_destroy_ms: 200}

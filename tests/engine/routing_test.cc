@@ -3,6 +3,9 @@
 #include <set>
 #include <vector>
 
+#include "config/config.h"
+#include "engine/rdma/rdma_context.h"
+#include "engine/rdma/slice_poller.h"
 #include "engine/rdma/slicing.h"
 #include "topology/rail_map.h"
 #include "topology/topology.h"
@@ -36,6 +39,47 @@ TEST(Slicing, RangesTileTheRequest) {
       EXPECT_EQ(expect_off, len) << len << " / " << block;
     }
   }
+}
+
+// 64-bit lengths, and slices never longer than one WR (the max message size): the
+// 4 GiB + 4 KiB request of issue 13 tiles exactly, with no piece over 2^31.
+TEST(Slicing, LongRequestsTileInSlicesThatFitOneWr) {
+  const uint64_t max_wr = uint64_t{1} << 31;
+  for (uint64_t len : {(uint64_t{4} << 30) + 4096, uint64_t{4} << 30, (uint64_t{1} << 40) + 7}) {
+    for (uint64_t block : {uint64_t{65536}, uint64_t{1} << 30, max_wr}) {
+      const uint64_t n = sliceCount(len, block, max_wr);
+      uint64_t expect_off = 0;
+      for (uint64_t i = 0; i < n; ++i) {
+        uint64_t off = 0, piece = 0;
+        sliceRange(len, block, i, &off, &piece, max_wr);
+        ASSERT_EQ(off, expect_off);
+        ASSERT_GT(piece, 0u);
+        ASSERT_LE(piece, max_wr);
+        expect_off += piece;
+      }
+      EXPECT_EQ(expect_off, len) << len << " / " << block;
+    }
+  }
+  // A short tail merges only while the merged slice fits: 4096 + 100 > 4096.
+  EXPECT_EQ(sliceCount(3 * 4096 + 100, 4096, 4096), 4u);
+  EXPECT_EQ(sliceCount(3 * 4096 + 100, 4096), 3u);
+  EXPECT_EQ(sliceCount(3 * 4096 + 100, 0, 4096), 4u);  // no block: cut at the max
+}
+
+// Config says what the engine does: the top of each range is what the code holds,
+// so no value is clamped silently (issue 13: direct.qp_depth, workers.burst).
+TEST(ConfigRanges, AreWhatTheEngineSupports) {
+  auto allowedOf = [](const std::string& path) {
+    for (const auto& k : config::keyList())
+      if (k.path == path) return k.allowed;
+    return std::string("<missing>");
+  };
+  const std::string lanes = "[1, " + std::to_string(RdmaContext::kMaxLaneDepth) + "]";
+  const std::string burst = "[1, " + std::to_string(SlicePoller::kMaxPost) + "]";
+  EXPECT_NE(allowedOf("direct.qp_depth").find(lanes), std::string::npos)
+      << allowedOf("direct.qp_depth");
+  EXPECT_NE(allowedOf("workers.burst").find(burst), std::string::npos)
+      << allowedOf("workers.burst");
 }
 
 TEST(Slicing, EvenSplitCoversEveryByte) {

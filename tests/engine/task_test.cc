@@ -9,9 +9,15 @@
 namespace tent::rdma {
 namespace {
 
+Request ofLength(uint64_t n) {
+  Request r;
+  r.length = n;
+  return r;
+}
+
 TEST(TaskAccounting, CompletesOnceWithAllBytes) {
   RdmaTask t;
-  t.reset(Request{}, 3);
+  t.reset(ofLength(250), 3);
   EXPECT_EQ(t.loadState(), TransferState::PENDING);
   EXPECT_FALSE(updateSliceStatus(t, 100, SliceResult::kSuccess));
   EXPECT_FALSE(updateSliceStatus(t, 100, SliceResult::kSuccess));
@@ -22,35 +28,54 @@ TEST(TaskAccounting, CompletesOnceWithAllBytes) {
   EXPECT_EQ(t.slices_left.load(), 0u);
 }
 
-TEST(TaskAccounting, FirstErrorWinsAndFinishesOnce) {
+// Terminal means drained: the first error is recorded at once but published only by
+// the last slice, when no WR of the task can touch memory any more.
+TEST(TaskAccounting, FirstErrorWinsAndIsPublishedWhenDrained) {
   RdmaTask t;
-  t.reset(Request{}, 4);
+  t.reset(ofLength(40), 4);
   EXPECT_FALSE(updateSliceStatus(t, 10, SliceResult::kSuccess));
-  EXPECT_TRUE(updateSliceStatus(t, 0, SliceResult::kTimeout));  // finishes the task
+  EXPECT_FALSE(updateSliceStatus(t, 0, SliceResult::kTimeout));
+  EXPECT_EQ(t.loadState(), TransferState::PENDING);  // two slices still out
+  EXPECT_TRUE(t.failing());
+  EXPECT_FALSE(updateSliceStatus(t, 0, SliceResult::kFailed));  // a later error does not win
+  EXPECT_EQ(t.loadState(), TransferState::PENDING);
+  TransferState published = TransferState::INITIAL;
+  EXPECT_TRUE(updateSliceStatus(t, 10, SliceResult::kSuccess, &published));  // the last one
+  EXPECT_EQ(published, TransferState::TIMEOUT);
   EXPECT_EQ(t.loadState(), TransferState::TIMEOUT);
-  EXPECT_FALSE(updateSliceStatus(t, 0, SliceResult::kFailed));    // a later error does not win
-  EXPECT_FALSE(updateSliceStatus(t, 10, SliceResult::kSuccess));  // nor the last slice
-  EXPECT_EQ(t.loadState(), TransferState::TIMEOUT);
+  EXPECT_EQ(t.transferred_bytes.load(), 20u);
+  EXPECT_EQ(t.slices_left.load(), 0u);
+  EXPECT_FALSE(t.referenced());
+}
+
+TEST(TaskAccounting, CancelIsPublishedWhenTheLastSliceDrains) {
+  RdmaTask t;
+  t.reset(ofLength(10), 2);
+  ASSERT_TRUE(t.recordError(TransferState::CANCELED));  // what cancel() records
+  EXPECT_FALSE(updateSliceStatus(t, 5, SliceResult::kSuccess));
+  EXPECT_EQ(t.loadState(), TransferState::PENDING);
+  EXPECT_TRUE(updateSliceStatus(t, 0, SliceResult::kCanceled));
+  EXPECT_EQ(t.loadState(), TransferState::CANCELED);
+  EXPECT_EQ(t.transferred_bytes.load(), 5u);
   EXPECT_EQ(t.slices_left.load(), 0u);
 }
 
-TEST(TaskAccounting, CanceledTaskStaysCanceled) {
+TEST(TaskAccounting, ErrorsKeepTheTaskPendingUntilEverySliceIsAccounted) {
   RdmaTask t;
-  t.reset(Request{}, 2);
-  auto pending = static_cast<uint8_t>(TransferState::PENDING);
-  ASSERT_TRUE(
-      t.state.compare_exchange_strong(pending, static_cast<uint8_t>(TransferState::CANCELED)));
-  EXPECT_FALSE(updateSliceStatus(t, 5, SliceResult::kSuccess));
+  t.reset(ofLength(3), 3);
+  EXPECT_FALSE(updateSliceStatus(t, 0, SliceResult::kFailed));
   EXPECT_FALSE(updateSliceStatus(t, 0, SliceResult::kCanceled));
-  EXPECT_EQ(t.loadState(), TransferState::CANCELED);
-  EXPECT_EQ(t.slices_left.load(), 0u);
+  EXPECT_EQ(t.loadState(), TransferState::PENDING);
+  EXPECT_TRUE(t.referenced());
+  EXPECT_TRUE(updateSliceStatus(t, 1, SliceResult::kSuccess));
+  EXPECT_EQ(t.loadState(), TransferState::FAILED);
 }
 
 TEST(TaskAccounting, ConcurrentSlicesFinishExactlyOnce) {
   for (int round = 0; round < 200; ++round) {
     RdmaTask t;
     constexpr int kThreads = 4, kPer = 250;
-    t.reset(Request{}, kThreads * kPer);
+    t.reset(ofLength(kThreads * kPer - (round % 3 == 0 ? 1 : 0)), kThreads * kPer);
     std::atomic<int> finishers{0};
     std::vector<std::thread> threads;
     for (int i = 0; i < kThreads; ++i)
@@ -92,7 +117,7 @@ TEST(SlicePool, ConcurrentAllocateReleaseNeverDuplicates) {
       for (int k = 0; k < 20000; ++k) {
         RdmaSlice* s = pool.allocate();
         if (!s) continue;
-        s->length = static_cast<uint32_t>(k);
+        s->length = static_cast<uint64_t>(k);
         size_t idx = s->qp_index;  // use a field as owner token
         (void)idx;
         pool.release(s);

@@ -187,7 +187,7 @@ WcStatus SoftQp::checkLocal(const SendWr& wr, iovec* iov, uint64_t* total) const
     iov[i].iov_len = g.length;
     sum += g.length;
   }
-  if (sum > kMaxMessageBytes) return WcStatus::kLocalLength;
+  if (sum > dev_->info.max_message_bytes) return WcStatus::kLocalLength;
   *total = sum;
   return WcStatus::kSuccess;
 }

@@ -76,6 +76,7 @@ Result<std::shared_ptr<DeviceState>> createDeviceState(std::shared_ptr<ProviderC
   s->info.pci = spec.pci;
   s->info.link_gbps = spec.link_gbps;
   s->info.latency_ns = spec.latency_ns;
+  s->info.max_message_bytes = core->max_message_bytes;
   s->address = SoftAddress{core->pid, core->nonce, index};
   s->ctrl_path = core->shm_dir + "/" + controlFileName(core->pid, core->nonce, index);
   s->core = std::move(core);

@@ -142,6 +142,8 @@ struct ProviderCore {
   // How long an RC requester retransmits to a responder that does not answer before
   // it completes the WR with retry-exceeded (fabric.soft.retry_budget_ms).
   uint64_t retry_budget_ns = 0;
+  // Longest message one WR may carry (fabric.soft.max_message_bytes).
+  uint64_t max_message_bytes = kMaxMessageBytes;
   // fabric.soft.copy_payload: false (benchmarks) checks and completes WRs without
   // moving their bytes.
   bool copy_payload = true;

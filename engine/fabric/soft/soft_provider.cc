@@ -268,6 +268,7 @@ Result<std::unique_ptr<Provider>> createSoftProvider(const config::SoftFabricCon
   core->shm_dir = config.shm_dir;
   core->max_mrs = config.max_mrs;
   core->retry_budget_ns = uint64_t{config.retry_budget_ms} * 1'000'000ull;
+  core->max_message_bytes = config.max_message_bytes;
   core->copy_payload = config.copy_payload;
   std::vector<std::unique_ptr<SoftDevice>> made;
   for (uint32_t i = 0; i < devices.size(); ++i) {

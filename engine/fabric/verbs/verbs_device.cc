@@ -196,6 +196,7 @@ Status VerbsDevice::setupPort(const config::VerbsFabricConfig& config) {
   port_.max_rd_atomic = clampU8(config.max_rd_atomic, device_attr_.max_qp_init_rd_atom);
   port_.max_dest_rd_atomic = clampU8(config.max_rd_atomic, device_attr_.max_qp_rd_atom);
   info_.link_gbps = linkGbps(port_.attr.active_speed, port_.attr.active_width);
+  if (port_.attr.max_msg_sz != 0) info_.max_message_bytes = port_.attr.max_msg_sz;
   return Status::OK();
 }
 
