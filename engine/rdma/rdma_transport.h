@@ -53,7 +53,7 @@ class RdmaTransport {
   Result<SegmentId> openSegment(const std::string& name) { return control_->openSegment(name); }
   Status closeSegment(SegmentId id) { return control_->closeSegment(id); }
   Result<std::vector<SegmentBufferInfo>> segmentBuffers(SegmentId id);
-  Status cancel(RdmaTask& task);
+  Status cancel(RdmaTask& task) noexcept;
   // The task's caller will not poll it any more (its batch was freed while WRs were
   // in flight): its direct lanes are reaped by the rail pollers.
   void abandon(RdmaTask& task) noexcept;
@@ -65,7 +65,7 @@ class RdmaTransport {
   // on the pollers. `tasks[i]` (contiguous) receives request i. Never waits on the
   // network: a peer that is down or backing off fails the call at once.
   Status submitTransferTasks(std::span<const Request> requests, RdmaTask* tasks,
-                             uint64_t device_mask = ~0ull);
+                             uint64_t device_mask = ~0ull) noexcept;
   // Drives direct completions of a pending direct task, then reads its status.
   TransferStatus getTransferStatus(RdmaTask& task) noexcept;
   // The one way to get an endpoint: a ready one, or nullptr after asking the control
@@ -101,7 +101,8 @@ class RdmaTransport {
   void detachPollers();
 
   Status resolveRequest(const Request& req, size_t index, RdmaTask& task,
-                        const std::shared_ptr<const LocalBufferTable>& local, uint64_t device_mask);
+                        const std::shared_ptr<const LocalBufferTable>& local,
+                        uint64_t device_mask) noexcept;
   Status submitWorker(RdmaTask& task, uint64_t now) noexcept;
   bool enqueueSlice(RdmaTask& task, RdmaSlice* slice) noexcept;
 

@@ -13,6 +13,7 @@ namespace tent::rdma {
 
 namespace {
 
+// datapath-lint: allow(allocation, noexcept) builds error messages only
 std::string hexRange(const void* addr, uint64_t len) {
   char buf[64];
   std::snprintf(buf, sizeof buf, "[%p, +%lu)", addr, static_cast<unsigned long>(len));
@@ -25,8 +26,9 @@ thread_local uint32_t tls_rr = 0;
 
 Status RdmaTransport::resolveRequest(const Request& req, size_t index, RdmaTask& task,
                                      const std::shared_ptr<const LocalBufferTable>& local,
-                                     uint64_t device_mask) {
+                                     uint64_t device_mask) noexcept {
   // Messages are built only on failure: the accepted path allocates nothing.
+  // datapath-lint: allow(allocation) called on error returns only
   auto where = [index] { return "request " + std::to_string(index) + ": "; };
   if (req.length == 0) return Status::InvalidArgument(where() + "zero length");
   if (req.opcode != OpCode::READ && req.opcode != OpCode::WRITE)
@@ -78,7 +80,7 @@ Status RdmaTransport::resolveRequest(const Request& req, size_t index, RdmaTask&
 }
 
 Status RdmaTransport::submitTransferTasks(std::span<const Request> requests, RdmaTask* tasks,
-                                          uint64_t device_mask) {
+                                          uint64_t device_mask) noexcept {
   ebr::ReadSection section;
   auto local = local_->table();
   for (size_t i = 0; i < requests.size(); ++i) {
@@ -155,6 +157,8 @@ bool RdmaTransport::enqueueSlice(RdmaTask& task, RdmaSlice* s) noexcept {
       datapath_->finishSlice(s, SliceResult::kFailed);
       return false;
     }
+    // The caller's own submit waits (bounded) for room on a local ring, never on the
+    // network or a peer. datapath-lint: allow(blocking) backpressure
     std::this_thread::yield();
   }
   return true;
@@ -174,7 +178,7 @@ TransferStatus RdmaTransport::getTransferStatus(RdmaTask& task) noexcept {
   return st;
 }
 
-Status RdmaTransport::cancel(RdmaTask& task) {
+Status RdmaTransport::cancel(RdmaTask& task) noexcept {
   // Terminal means drained: CANCELED is published by the task's last slice, once no
   // WR of it can touch the caller's memory. Slices not posted yet are dropped; posted
   // WRs drain through normal completion (their bytes count).

@@ -1,5 +1,7 @@
 #include "tests/fabric_verbs/fake_verbs.h"
 
+#include <utility>
+
 #include <arpa/inet.h>
 
 #include <cerrno>
@@ -141,6 +143,7 @@ int pollCq(ibv_cq*, int max, ibv_wc* wc) {
     wc[n++] = g_fake->cq_entries.front();
     g_fake->cq_entries.pop_front();
   }
+  if (auto hook = std::exchange(g_fake->inside_poll, nullptr)) hook();
   return n;
 }
 

@@ -5,6 +5,7 @@
 #include <infiniband/verbs.h>
 
 #include <deque>
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -52,6 +53,9 @@ struct FakeVerbs {
   long fail_post_at = -1;                 // global WR number (over all posts) that fails
   int fail_post_rc = ENOMEM;
   int poll_rc = 0;  // < 0: poll_cq returns it
+  // Runs inside poll_cq after it took its CQEs, before it returns them (once; cleared
+  // before the call): a test interleaves a second poller or a post there.
+  std::function<void()> inside_poll;
 
   // ---- records -----------------------------------------------------------------
   std::vector<ModifyCall> modifies;

@@ -218,6 +218,43 @@ TEST_F(VerbsDatapathTest, CompletionCarriesOurWrAndTheMappedStatus) {
   }
 }
 
+// Several threads may poll one CQ (the direct CQ: callers and the rail poller). A CQE
+// names its WR by a slot of the QP's ring; a second poller that retires a later WR of
+// the same QP while the first is still between poll_cq and reading its slot must not
+// free that slot for a new post (the first would then report the new WR). Found by
+// the fake-verbs race test (a slice completed twice, a crash); here deterministic: the
+// second poller and the post run inside the first poller's poll_cq.
+TEST_F(VerbsDatapathTest, ASecondPollerCannotRecycleASlotTheFirstHasNotRead) {
+  auto qp = connectedQp(2);
+  buildChain(2);  // 1000 (slot 0), 1001 (slot 1), both signaled
+  const SendWr* bad = nullptr;
+  ASSERT_EQ(qp->postSend(&wrs_[0], &bad), 0);
+  fake_.completeAllSignaled();
+  SendWr late = wrs_[0];
+  late.wr_id = 2000;
+  late.next = nullptr;
+  int late_rc = -1;
+  std::vector<WorkCompletion> second(4);
+  int second_n = -1;
+  fake_.inside_poll = [&] {  // the first poller holds CQE 1000, not translated yet
+    second_n = cq_->poll(second.data(), 4);
+    late_rc = qp->postSend(&late, &bad);
+  };
+  WorkCompletion first{};
+  ASSERT_EQ(cq_->poll(&first, 1), 1);
+  EXPECT_EQ(first.wr_id, 1000u) << "the first poller reported another WR than its CQE's";
+  std::vector<WorkCompletion> rest = pollAll();
+  if (second_n > 0) rest.insert(rest.begin(), second.begin(), second.begin() + second_n);
+  ASSERT_EQ(rest.size(), 1u);
+  EXPECT_EQ(rest[0].wr_id, 1001u);
+  if (late_rc == 0) {  // only if a slot really was free when it was posted
+    fake_.completeAllSignaled();
+    auto last = pollAll();
+    ASSERT_EQ(last.size(), 1u);
+    EXPECT_EQ(last[0].wr_id, 2000u);
+  }
+}
+
 TEST_F(VerbsDatapathTest, ErrorCompletionStopsFurtherPosts) {
   auto qp = connectedQp(8);
   buildChain(3, 1, false);

@@ -178,6 +178,17 @@ bool VerbsCq::translate(const ibv_wc& in, WorkCompletion* out) noexcept {
 }
 
 int VerbsCq::poll(WorkCompletion* wc, int max) noexcept {
+  // One translating poller at a time: a CQE names its WR by a slot of the QP's ring,
+  // and another poller retiring a later WR of that QP would free the slot before this
+  // one reads it. A poll that finds the CQ taken returns 0 at once (the holder takes
+  // the completions); nothing waits.
+  if (polling_.exchange(true, std::memory_order_acquire)) return 0;
+  const int done = pollOwned(wc, max);
+  polling_.store(false, std::memory_order_release);
+  return done;
+}
+
+int VerbsCq::pollOwned(WorkCompletion* wc, int max) noexcept {
   ibv_wc raw[kPollChunk];
   int done = 0;
   while (done < max) {

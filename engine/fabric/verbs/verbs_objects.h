@@ -103,6 +103,8 @@ class VerbsCq final : public CompletionQueue {
   VerbsDevice& device() const noexcept { return device_; }
 
  private:
+  int pollOwned(WorkCompletion* wc, int max) noexcept;  // with polling_ held
+  std::atomic<bool> polling_{false};
   bool translate(const ibv_wc& in, WorkCompletion* out) noexcept;
 
   VerbsDevice& device_;
