@@ -162,8 +162,9 @@ WcStatus SoftQp::applyFault(const FaultHit& hit, WrSlot& s, PostEffects* fx) noe
       return WcStatus::kSuccess;
     case FaultAction::kHoldPost: {
       const uint64_t until = monotonicNs() + hit.delay_ns;
-      const uint64_t epoch = dev_->core->faults.holdEpoch();
-      while (monotonicNs() < until && dev_->core->faults.holdEpoch() == epoch) cpuRelax();
+      while (monotonicNs() < until && dev_->core->faults.holdEpoch() == hit.hold_epoch) {
+        cpuRelax();
+      }
       return WcStatus::kSuccess;
     }
   }

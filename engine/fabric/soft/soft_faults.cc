@@ -145,6 +145,9 @@ bool FaultEngine::matchSlow(uint32_t device, uint32_t qp_num, WrOpcode opcode,
       active_.fetch_sub(1, std::memory_order_relaxed);
     }
     *hit = r.hit;
+    // Taken with the hit counted (same lock): a releaseHeldPosts() after anyone saw
+    // this hit ends the hold, however late the holder starts it.
+    hit->hold_epoch = hold_epoch_.load(std::memory_order_acquire);
     return true;
   }
   return false;

@@ -42,6 +42,7 @@ struct FaultHit {
   FaultAction action = FaultAction::kCompletionError;
   WcStatus status = WcStatus::kGeneral;
   uint64_t delay_ns = 0;
+  uint64_t hold_epoch = 0;  // kHoldPost: the release epoch when the rule fired
 };
 
 class FaultEngine final : public FaultInjector {
