@@ -6,55 +6,8 @@
 // calls made on the test thread only, so the control thread's work is not counted.
 #include <gtest/gtest.h>
 
-#include <cstdlib>
-#include <new>
-
 #include "engine_test_util.h"
-
-namespace {
-thread_local bool t_counting = false;
-thread_local size_t t_allocations = 0;
-
-void* countedAlloc(std::size_t size) noexcept {
-  if (t_counting) ++t_allocations;
-  return std::malloc(size == 0 ? 1 : size);
-}
-}  // namespace
-
-// These replacements pair malloc with free on purpose; GCC cannot see that.
-#pragma GCC diagnostic ignored "-Wmismatched-new-delete"
-
-void* operator new(std::size_t size) {
-  if (void* p = countedAlloc(size)) return p;
-  throw std::bad_alloc();
-}
-void* operator new(std::size_t size, const std::nothrow_t&) noexcept {
-  return countedAlloc(size);
-}
-void* operator new[](std::size_t size) {
-  return ::operator new(size);
-}
-void* operator new[](std::size_t size, const std::nothrow_t& tag) noexcept {
-  return ::operator new(size, tag);
-}
-void operator delete(void* p) noexcept {
-  std::free(p);
-}
-void operator delete[](void* p) noexcept {
-  std::free(p);
-}
-void operator delete(void* p, std::size_t) noexcept {
-  std::free(p);
-}
-void operator delete[](void* p, std::size_t) noexcept {
-  std::free(p);
-}
-void operator delete(void* p, const std::nothrow_t&) noexcept {
-  std::free(p);
-}
-void operator delete[](void* p, const std::nothrow_t&) noexcept {
-  std::free(p);
-}
+#include "tests/common/counting_allocator.h"
 
 namespace tent::testing {
 namespace {
@@ -108,14 +61,16 @@ TEST_P(NoAlloc, SmallTransferLoopMakesNoAllocation) {
   for (int i = 0; i < kWarmup; ++i) ASSERT_TRUE(oneTransfer(i)) << "warm-up transfer " << i;
   const auto direct_before = engine->stats().direct.succeeded;
   int failed_at = -1;
-  t_allocations = 0;
-  t_counting = true;
-  for (int i = 0; i < kMeasured && failed_at < 0; ++i) {
-    if (!oneTransfer(kWarmup + i)) failed_at = i;
+  size_t allocations = 0;
+  {
+    CountAllocations counting;
+    for (int i = 0; i < kMeasured && failed_at < 0; ++i) {
+      if (!oneTransfer(kWarmup + i)) failed_at = i;
+    }
+    allocations = counting.count();
   }
-  t_counting = false;
   EXPECT_EQ(failed_at, -1) << "a measured transfer failed or its bytes differ";
-  EXPECT_EQ(t_allocations, 0u) << "operator new calls in " << kMeasured << " transfers";
+  EXPECT_EQ(allocations, 0u) << "operator new calls in " << kMeasured << " transfers";
   const auto direct = engine->stats().direct.succeeded - direct_before;
   if (GetParam() == IntentType::FOREGROUND_GET) {
     EXPECT_EQ(direct, static_cast<uint64_t>(kMeasured)) << "every transfer on the direct path";
