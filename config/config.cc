@@ -167,7 +167,8 @@ CqSizing cqSizing(const Config& c) {
 
 CqSizing requiredCqSizing(const Config& c) {
   CqSizing z;
-  uint32_t background = 0;
+  // `lcores: auto` runs exactly lcore_auto.background_lcores background pollers.
+  uint32_t background = c.lcores_auto ? c.lcore_auto.background_lcores : 0;
   for (const LcoreSpec& l : c.lcores)
     for (const PollerSpec& p : l.pollers) background += p.kind == PollerKind::kBackground;
   z.background_pollers = background == 0 ? 1 : background;  // the default layout has one
@@ -279,6 +280,20 @@ std::string_view toString(DirectMode m) noexcept {
       return "off";
     case DirectMode::kForce:
       return "force";
+  }
+  return "?";
+}
+
+std::string_view toString(AutoRails r) noexcept {
+  switch (r) {
+    case AutoRails::kAuto:
+      return "auto";
+    case AutoRails::kDedicated:
+      return "dedicated";
+    case AutoRails::kNuma:
+      return "numa";
+    case AutoRails::kShared:
+      return "shared";
   }
   return "?";
 }

@@ -17,13 +17,16 @@ namespace tent::config {
 // ---- lcores ---------------------------------------------------------------
 
 // Idle policy of one lcore: after `spin_polls` idle passes it calls rte_pause()
-// for `pause_polls` passes, then sleeps, doubling from sleep_min_us to sleep_max_us.
-// Any busy pass resets it to spinning.
+// for `pause_polls` passes, then sleeps on its doorbell (docs/lcore.md): naps
+// doubling from sleep_min_us to sleep_max_us while a poller still expects work
+// nobody announces (posted WRs), else until woken, at most block_max_us (0: never
+// longer than a nap). Any busy pass resets it to spinning.
 struct IdlePolicy {
   uint32_t spin_polls = 256;
   uint32_t pause_polls = 2048;
   uint32_t sleep_min_us = 1;
   uint32_t sleep_max_us = 100;
+  uint32_t block_max_us = 100000;
 
   bool operator==(const IdlePolicy&) const = default;
 };
@@ -46,6 +49,24 @@ struct LcoreSpec {
   IdlePolicy idle;
 
   bool operator==(const LcoreSpec&) const = default;
+};
+
+// `lcores: auto`: the layout derived from the topology and the CPUs the process may
+// use (topology/lcore_auto.h). How rail pollers get lcores:
+enum class AutoRails : uint8_t {
+  kAuto,       // the first of dedicated, numa, shared that fits the CPUs
+  kDedicated,  // one rail lcore per device, on a CPU of the device's NUMA node
+  kNuma,       // one rail lcore per NUMA node with devices, running that node's rail pollers
+  kShared,     // no rail lcore: rail pollers run on the background lcores of their node
+};
+
+struct LcoreAutoConfig {
+  AutoRails rails = AutoRails::kAuto;
+  uint32_t background_lcores = 1;  // exactly this many, spread over the devices' NUMA nodes
+  uint32_t reserve_cpus = 1;       // allowed CPUs left without an lcore, for the application
+  IdlePolicy idle;                 // of every lcore of the layout
+
+  bool operator==(const LcoreAutoConfig&) const = default;
 };
 
 enum class LcoreMode : uint8_t {
@@ -247,6 +268,8 @@ struct LogConfig {
 struct Config {
   EalConfig eal;
   std::vector<LcoreSpec> lcores;  // default: one unpinned lcore running rail:* and background
+  bool lcores_auto = false;       // `lcores: auto`: `lcores` is empty, lcore_auto says how
+  LcoreAutoConfig lcore_auto;
   FabricConfig fabric;
   TopologyConfig topology;
   EndpointConfig endpoints;
@@ -296,6 +319,7 @@ std::string_view toString(PollerKind k) noexcept;
 std::string_view toString(FabricProvider p) noexcept;
 std::string_view toString(DirectMode m) noexcept;
 std::string_view toString(LcoreMode m) noexcept;
+std::string_view toString(AutoRails r) noexcept;
 // "background", "rail:*", "rail:mlx5_0".
 std::string toString(const PollerSpec& p);
 // Parses a poller spec as written in YAML ("background", "rail:*", "rail:<device>").

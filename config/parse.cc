@@ -24,6 +24,7 @@ constexpr int64_t kMaxTimeoutMs = 3600000;  // one hour
 constexpr int64_t kMaxLinkTimeoutMs = 600000;
 constexpr int64_t kMaxIdlePolls = 1 << 30;
 constexpr int64_t kMaxSleepUs = 1000000;
+constexpr int64_t kMaxBlockUs = 60000000;  // a minute: also bounds how stale idle stats get
 constexpr int64_t kMaxLatencyNs = 1000000000;  // one second
 constexpr double kMaxLinkGbps = 100000;
 constexpr int64_t kMaxDirectBytes = int64_t{1} << 40;
@@ -250,6 +251,7 @@ void readIdle(MapReader& m, IdlePolicy* p) {
   m.integer("pause_polls", &p->pause_polls, 0, kMaxIdlePolls);
   m.integer("sleep_min_us", &p->sleep_min_us, 1, kMaxSleepUs);
   m.integer("sleep_max_us", &p->sleep_max_us, 1, kMaxSleepUs);
+  m.integer("block_max_us", &p->block_max_us, 0, kMaxBlockUs);
   if (p->sleep_min_us > p->sleep_max_us) {
     m.fail("sleep_min_us", "must not exceed sleep_max_us (" + std::to_string(p->sleep_max_us) +
                                "), got " + std::to_string(p->sleep_min_us));
@@ -301,13 +303,34 @@ void readLcore(MapReader& m, LcoreSpec& l, LcoreScan* scan) {
   m.section("idle", [&](MapReader& s) { readIdle(s, &l.idle); });
 }
 
-void readLcores(MapReader& top, std::vector<LcoreSpec>* lcores, const FabricConfig& fabric) {
+const EnumNames<AutoRails> kAutoRails = {{"auto", AutoRails::kAuto},
+                                         {"dedicated", AutoRails::kDedicated},
+                                         {"numa", AutoRails::kNuma},
+                                         {"shared", AutoRails::kShared}};
+
+// How `lcores: auto` lays lcores out; the layout itself needs the topology and the
+// process's CPUs, so topology/lcore_auto.cc derives it when the runtime starts.
+void readLcoreAuto(MapReader& m, LcoreAutoConfig* a, bool lcores_auto) {
+  const LcoreAutoConfig given = *a;
+  m.choice("rails", &a->rails, kAutoRails);
+  m.integer("background_lcores", &a->background_lcores, 1, 64);
+  m.integer("reserve_cpus", &a->reserve_cpus, 0, 64);
+  m.section("idle", [&](MapReader& s) { readIdle(s, &a->idle); });
+  if (!m.parsing() || lcores_auto || *a == given) return;
+  for (const char* key : {"rails", "background_lcores", "reserve_cpus", "idle"}) {
+    if (m.has(key)) return m.fail(key, "applies only with 'lcores: auto', but lcores is a list");
+  }
+}
+
+void readLcores(MapReader& top, Config* c) {
   LcoreScan scan;
-  scan.devices = listedDevices(fabric);
-  top.mapList<LcoreSpec>("lcores", lcores,
-                         [&](MapReader& item, LcoreSpec& l, size_t) { readLcore(item, l, &scan); });
-  if (!top.parsing() || !top.has("lcores")) return;
-  if (lcores->empty()) return top.fail("lcores", "expected at least one lcore, got an empty list");
+  scan.devices = listedDevices(c->fabric);
+  top.mapListOrWord<LcoreSpec>(
+      "lcores", &c->lcores, "auto", &c->lcores_auto,
+      [&](MapReader& item, LcoreSpec& l, size_t) { readLcore(item, l, &scan); });
+  top.section("lcore_auto", [&](MapReader& m) { readLcoreAuto(m, &c->lcore_auto, c->lcores_auto); });
+  if (!top.parsing() || !top.has("lcores") || c->lcores_auto) return;
+  if (c->lcores.empty()) return top.fail("lcores", "expected at least one lcore, got an empty list");
   if (!scan.background) {
     top.fail("lcores", "no lcore runs a 'background' poller; at least one is required");
   }
@@ -431,7 +454,7 @@ void readConfig(MapReader& top, Config* c) {
   top.section("fabric", [&](MapReader& m) { readFabric(m, &c->fabric); });
   top.section("topology",
               [&](MapReader& m) { m.text("xml_file", &c->topology.xml_file, kPathOrEmpty); });
-  readLcores(top, &c->lcores, c->fabric);
+  readLcores(top, c);
   // Endpoints before workers and direct: their CQ depths follow from the caps.
   top.section("endpoints", [&](MapReader& m) { readEndpoints(m, &c->endpoints); });
   top.section("workers", [&](MapReader& m) { readWorkers(m, c); });

@@ -118,6 +118,12 @@ class MapReader {
   template <typename Item>
   void mapList(std::string_view key, std::vector<Item>* out,
                const std::function<void(MapReader&, Item&, size_t)>& read_item);
+  // A list of maps, or instead one word (`lcores: auto`): *is_word says which. The
+  // word clears *out; a list clears *is_word.
+  template <typename Item>
+  void mapListOrWord(std::string_view key, std::vector<Item>* out, std::string_view word,
+                     bool* is_word,
+                     const std::function<void(MapReader&, Item&, size_t)>& read_item);
 
   // A failed cross-field check, reported at `key`'s line with its full path.
   void fail(std::string_view key, std::string_view what);
@@ -204,6 +210,36 @@ void MapReader::emitItems(std::vector<Item>* items,
     em << YAML::EndMap;
   }
   em << YAML::EndSeq;
+}
+
+template <typename Item>
+void MapReader::mapListOrWord(std::string_view key, std::vector<Item>* out, std::string_view word,
+                              bool* is_word,
+                              const std::function<void(MapReader&, Item&, size_t)>& read_item) {
+  const std::string expected = "a list of maps, or " + std::string(word);
+  if (walk_.mode() == WalkMode::kDescribe) {
+    describeKey(key, expected, *is_word ? std::string(word) : itemsAsText(out, read_item));
+    Item item{};
+    MapReader child(walk_, YAML::Node(), pathOf(key) + "[]", 0);
+    read_item(child, item, 0);
+    return;
+  }
+  if (walk_.mode() == WalkMode::kEmit && *is_word) {
+    walk_.emitter() << YAML::Key << std::string(key) << YAML::Value << std::string(word);
+    return;
+  }
+  if (walk_.mode() == WalkMode::kParse) {
+    const Entry* e = lookup(key);
+    if (e == nullptr) return;
+    if (e->value.IsScalar() && e->value.Scalar() == word) {
+      *is_word = true;
+      out->clear();
+      return;
+    }
+    if (!e->value.IsSequence()) return failValue(*e, expected);
+    *is_word = false;
+  }
+  mapList(key, out, read_item);
 }
 
 template <typename Item>

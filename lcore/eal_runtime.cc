@@ -15,6 +15,8 @@
 
 #include "lcore/runtime_impl.h"
 #include "tent/log.h"
+#include "topology/cpu_set.h"
+#include "topology/placement.h"
 
 namespace tent::lcore {
 
@@ -24,31 +26,15 @@ unsigned ealLcoreId(size_t lcore) {
   return static_cast<unsigned>(lcore + 1);
 }
 
+// Every CPU this thread may run on (the main lcore's set; unpinned lcores share it).
 std::vector<int> allowedCpus() {
-  std::vector<int> cpus;
-  cpu_set_t set;
-  CPU_ZERO(&set);
-  if (sched_getaffinity(0, sizeof(set), &set) == 0) {
-    for (int cpu = 0; cpu < CPU_SETSIZE; ++cpu) {
-      if (CPU_ISSET(cpu, &set)) cpus.push_back(cpu);
-    }
-  }
+  std::vector<int> cpus = topology::affinityCpus();
   if (cpus.empty()) cpus.push_back(0);
   return cpus;
 }
 
-// "0-3,6" from {0,1,2,3,6}.
 std::string cpuList(const std::vector<int>& cpus) {
-  std::string out;
-  for (size_t i = 0; i < cpus.size();) {
-    size_t j = i;
-    while (j + 1 < cpus.size() && cpus[j + 1] == cpus[j] + 1) ++j;
-    if (!out.empty()) out += ',';
-    out += std::to_string(cpus[i]);
-    if (j > i) out += '-' + std::to_string(cpus[j]);
-    i = j + 1;
-  }
-  return out;
+  return topology::formatCpuList(cpus);
 }
 
 // --lcores value: "0@(0-1),1@(0-1),2@1".
@@ -170,9 +156,28 @@ Status checkCpus(const config::Config& config, const std::vector<config::LcoreSp
   return Status::OK();
 }
 
+std::vector<std::string> ealArgumentsFor(const config::Config& config,
+                                         const std::vector<config::LcoreSpec>& specs) {
+  const config::EalConfig& eal = config.eal;
+  std::vector<std::string> args = {"tent"};
+  if (eal.no_huge) args.emplace_back("--no-huge");
+  if (eal.no_pci) args.emplace_back("--no-pci");
+  if (eal.no_shconf) args.emplace_back("--no-shconf");
+  args.emplace_back("-m");
+  args.push_back(std::to_string(eal.memory_mb));
+  const std::string prefix =
+      eal.file_prefix.empty() ? "tent-" + std::to_string(getpid()) : eal.file_prefix;
+  args.push_back("--file-prefix=" + prefix);
+  args.emplace_back("--no-telemetry");
+  args.emplace_back("--log-level=lib.eal:error");
+  args.push_back("--lcores=" + lcoresArgument(specs));
+  args.insert(args.end(), eal.extra_args.begin(), eal.extra_args.end());
+  return args;
+}
+
 Status initEal(const config::Config& config, const std::vector<config::LcoreSpec>& specs) {
   EalProcess& p = process();
-  p.args = ealArguments(config);
+  p.args = ealArgumentsFor(config, specs);
   std::vector<char*> argv;
   for (auto& a : p.args) argv.push_back(a.data());
   TENT_INFO(kLcore, "rte_eal_init: %s", joined(p.args).c_str());
@@ -229,7 +234,7 @@ std::vector<std::string> processWideArguments(const std::vector<std::string>& ar
 // others (memory, hugepages, file prefix, extra args) would silently not get them.
 Status checkSameEal(const config::Config& config) {
   const std::vector<std::string> have = processWideArguments(process().args);
-  const std::vector<std::string> want = processWideArguments(ealArguments(config));
+  const std::vector<std::string> want = processWideArguments(ealArgumentsFor(config, {}));
   if (want == have) return Status::OK();
   return Status::FailedPrecondition(
       config.source + ": eal: DPDK EAL was initialised in this process with '" + joined(have) +
@@ -260,21 +265,10 @@ Status checkSameLayout(const config::Config& config, const std::vector<config::L
 }  // namespace
 
 std::vector<std::string> ealArguments(const config::Config& config) {
-  const config::EalConfig& eal = config.eal;
-  std::vector<std::string> args = {"tent"};
-  if (eal.no_huge) args.emplace_back("--no-huge");
-  if (eal.no_pci) args.emplace_back("--no-pci");
-  if (eal.no_shconf) args.emplace_back("--no-shconf");
-  args.emplace_back("-m");
-  args.push_back(std::to_string(eal.memory_mb));
-  const std::string prefix =
-      eal.file_prefix.empty() ? "tent-" + std::to_string(getpid()) : eal.file_prefix;
-  args.push_back("--file-prefix=" + prefix);
-  args.emplace_back("--no-telemetry");
-  args.emplace_back("--log-level=lib.eal:error");
-  args.push_back("--lcores=" + lcoresArgument(lcoreLayout(config)));
-  args.insert(args.end(), eal.extra_args.begin(), eal.extra_args.end());
-  return args;
+  // A layout that cannot be derived (lcores: auto without enough CPUs) shows as
+  // the main lcore alone; acquire() reports the error itself.
+  auto specs = lcoreLayout(config);
+  return ealArgumentsFor(config, specs.ok() ? *specs : std::vector<config::LcoreSpec>{});
 }
 
 Result<std::shared_ptr<Runtime>> acquireEalRuntime(const config::Config& config,

@@ -25,6 +25,10 @@ class IdleBackoff {
   void onBusy() noexcept;
   // A pass found nothing: spins (returns at once), pauses or sleeps, by policy.
   IdleAction onIdle() noexcept;
+  // Like onIdle() but does nothing itself: advances the policy and says what to do,
+  // with the sleep's length in *sleep_us for kSleep (counted as a sleep). For a
+  // loop that sleeps its own way (the lcore loop sleeps on its doorbell).
+  IdleAction step(uint32_t* sleep_us) noexcept;
 
   // Sleeps taken since construction (never reset by onBusy()).
   uint64_t sleeps() const noexcept { return sleeps_; }

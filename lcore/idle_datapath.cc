@@ -26,19 +26,24 @@ void IdleBackoff::onBusy() noexcept {
   next_sleep_us_ = firstSleepUs();
 }
 
-IdleAction IdleBackoff::onIdle() noexcept {
+IdleAction IdleBackoff::step(uint32_t* sleep_us) noexcept {
   const uint64_t streak = idle_streak_++;
   if (streak < policy_.spin_polls) return IdleAction::kSpin;
-  if (streak < uint64_t{policy_.spin_polls} + policy_.pause_polls) {
-    rte_pause();
-    return IdleAction::kPause;
-  }
+  if (streak < uint64_t{policy_.spin_polls} + policy_.pause_polls) return IdleAction::kPause;
   const uint32_t us = next_sleep_us_;
   const uint32_t max_us = std::max<uint32_t>(policy_.sleep_max_us, 1);
   next_sleep_us_ = us >= max_us / 2 ? max_us : us * 2;
   ++sleeps_;
-  sleep_(sleep_context_, us);
+  *sleep_us = us;
   return IdleAction::kSleep;
+}
+
+IdleAction IdleBackoff::onIdle() noexcept {
+  uint32_t us = 0;
+  const IdleAction action = step(&us);
+  if (action == IdleAction::kPause) rte_pause();
+  if (action == IdleAction::kSleep) sleep_(sleep_context_, us);
+  return action;
 }
 
 void IdleBackoff::sleepFor(void* /*context*/, uint32_t us) noexcept {

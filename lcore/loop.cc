@@ -28,7 +28,8 @@ std::string describe(const Poller* poller) {
 
 LcoreLoop::LcoreLoop(size_t index, const config::LcoreSpec& spec)
     : index_(index),
-      backoff_(spec.idle, &LcoreLoop::sleepUnlessWoken, this),
+      backoff_(spec.idle),
+      block_max_us_(spec.idle.block_max_us),
       current_(new PollerSet()) {}
 
 LcoreLoop::~LcoreLoop() {
@@ -47,7 +48,12 @@ Status LcoreLoop::attach(Poller* poller) {
   }
   std::vector<Poller*> next = current_.load(std::memory_order_acquire)->pollers;
   next.push_back(poller);
-  return publish(std::move(next), "attach", poller);
+  // Before the publication: a producer that hands it work after attach() returns
+  // finds the doorbell.
+  poller->doorbell_.store(&doorbell_, std::memory_order_release);
+  Status s = publish(std::move(next), "attach", poller);
+  if (!s.ok() && !contains(poller)) poller->doorbell_.store(nullptr, std::memory_order_release);
+  return s;
 }
 
 Status LcoreLoop::detach(Poller* poller) {
@@ -57,7 +63,9 @@ Status LcoreLoop::detach(Poller* poller) {
   }
   std::vector<Poller*> next = current_.load(std::memory_order_acquire)->pollers;
   next.erase(std::find(next.begin(), next.end(), poller));
-  return publish(std::move(next), "detach", poller);
+  Status s = publish(std::move(next), "detach", poller);
+  if (s.ok()) poller->doorbell_.store(nullptr, std::memory_order_release);
+  return s;
 }
 
 Status LcoreLoop::publish(std::vector<Poller*> next, const char* what, const Poller* poller) {
@@ -67,7 +75,9 @@ Status LcoreLoop::publish(std::vector<Poller*> next, const char* what, const Pol
   // seq_cst pairs with the seq_cst load of `current_` and store of `active_` in a
   // manual pass: either that pass sees `fresh`, or we see it active and wait.
   const PollerSet* old = current_.exchange(fresh, std::memory_order_seq_cst);
-  published_generation_.store(generation, std::memory_order_release);  // wakes a sleeper
+  // A sleeping lcore wakes and passes over the new set: its quiescent point. An lcore
+  // about to sleep re-checks after arming and loads `fresh` then (doorbell.h).
+  doorbell_.ring();
   if (!waitQuiescent(generation)) {
     // The lcore may still be walking `old`: leak it rather than free it under the lcore.
     TENT_ERROR(kLcore, "lcore %zu: %s of %s not acknowledged within %lld s", index_, what,
@@ -102,6 +112,7 @@ void LcoreLoop::prepareLaunch() noexcept {
 
 void LcoreLoop::requestStop() noexcept {
   stop_.store(true, std::memory_order_release);
+  doorbell_.ring();  // the loop checks stop_ after arming, before it sleeps
 }
 
 LcoreStats LcoreLoop::stats() const noexcept {
@@ -111,6 +122,8 @@ LcoreStats LcoreLoop::stats() const noexcept {
   s.busy_passes = busy_passes_.load(std::memory_order_relaxed);
   s.idle_passes = idle_passes_.load(std::memory_order_relaxed);
   s.sleeps = sleeps_.load(std::memory_order_relaxed);
+  s.blocks = blocks_.load(std::memory_order_relaxed);
+  s.doorbell_wakes = doorbell_.wakes();
   return s;
 }
 

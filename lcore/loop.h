@@ -4,7 +4,8 @@
 // publish a new set and wait until the lcore has finished a pass over it (it
 // stores the generation of the set it just used in `seen_generation_`), or until
 // it is not running; only then is the old set freed. So after detach returns the poller is never
-// called again. See docs/lcore.md for the argument.
+// called again. An idle lcore sleeps on its Doorbell, which attach/detach, stop and
+// the pollers' producers (Poller::wakeLcore) ring. See docs/lcore.md for the arguments.
 #pragma once
 
 #include <atomic>
@@ -14,6 +15,7 @@
 #include <vector>
 
 #include "config/config.h"
+#include "lcore/doorbell.h"
 #include "lcore/idle.h"
 #include "lcore/poller.h"
 #include "lcore/runtime.h"
@@ -70,22 +72,23 @@ class LcoreLoop {
  private:
   size_t pass_lc() noexcept;
   void account_lc(bool busy, uint64_t cycles) noexcept;
-  bool mustWake() const noexcept;
-  static void sleepUnlessWoken(void* self, uint32_t us) noexcept;
+  bool idle_lc() noexcept;
+  void sleep_lc() noexcept;
+  bool pollersNeedPolling_lc() const noexcept;
 
   Status publish(std::vector<Poller*> next, const char* what, const Poller* poller);
   bool waitQuiescent(uint64_t generation) const;
 
   const size_t index_;
-  IdleBackoff backoff_;  // lcore-private
+  IdleBackoff backoff_;    // lcore-private
+  uint32_t nap_us_ = 0;    // lcore-private: the length of the armed sleep, if a nap
+  uint32_t block_max_us_;  // the policy's longest sleep until woken (0: naps only)
+  Doorbell doorbell_;
 
   // Read by the lcore every pass, written rarely by control threads.
   alignas(64) std::atomic<const PollerSet*> current_;
   std::atomic<bool> stop_{false};
   std::atomic<bool> active_{false};
-  // The generation of `current_`, so a sleeping lcore sees a publication without
-  // dereferencing the set.
-  std::atomic<uint64_t> published_generation_{0};
   uint64_t next_generation_ = 1;  // control side, under the caller's mutex
 
   // Written only by the lcore (single writer), read by control threads.
@@ -95,6 +98,7 @@ class LcoreLoop {
   std::atomic<uint64_t> busy_passes_{0};
   std::atomic<uint64_t> idle_passes_{0};
   std::atomic<uint64_t> sleeps_{0};
+  std::atomic<uint64_t> blocks_{0};
 };
 
 }  // namespace tent::lcore

@@ -1,17 +1,12 @@
 // LcoreLoop datapath: the pass, the EAL loop, busy/idle accounting, idle sleeps.
 #include <rte_cycles.h>
-
-#include <algorithm>
+#include <rte_pause.h>
 
 #include "lcore/loop.h"
 
 namespace tent::lcore {
 
 namespace {
-
-// Sleeps are cut into chunks so a stop request or a new poller set wakes the
-// lcore promptly even under a policy with long sleeps.
-constexpr uint32_t kSleepChunkUs = 200;
 
 thread_local bool t_in_pass = false;
 
@@ -57,37 +52,63 @@ size_t LcoreLoop::runOnce_lc() noexcept {
 void LcoreLoop::run_lc() noexcept {
   backoff_.onBusy();  // a relaunched loop starts spinning
   t_in_pass = true;   // the whole loop: pollers run on this thread at any time
+  bool armed = false;
   uint64_t prev = rte_rdtsc();
+  // stop_ is loaded after arm_lc() too: a stop requested before the arm is seen here,
+  // one requested after it rings the doorbell.
   while (!stop_.load(std::memory_order_acquire)) {
+    // After arm_lc() this pass is the re-check of doorbell.h: work enqueued before
+    // the arm is found here, work enqueued after it rings.
     const bool busy = pass_lc() != 0;
     if (busy) {
+      if (armed) doorbell_.disarm_lc();
+      armed = false;
       backoff_.onBusy();
+    } else if (armed) {
+      sleep_lc();
+      armed = false;
     } else {
-      backoff_.onIdle();  // sleeps through sleepUnlessWoken()
+      armed = idle_lc();
     }
     // One TSC read per pass: the idle action (pause, sleep) counts as idle time.
     const uint64_t now = rte_rdtsc();
     account_lc(busy, now - prev);
     prev = now;
   }
+  if (armed) doorbell_.disarm_lc();
   t_in_pass = false;
   active_.store(false, std::memory_order_release);
 }
 
-bool LcoreLoop::mustWake() const noexcept {
-  return stop_.load(std::memory_order_acquire) ||
-         published_generation_.load(std::memory_order_acquire) !=
-             seen_generation_.load(std::memory_order_relaxed);
+// Spin, pause, or arm the doorbell for a sleep after one more pass; true when armed.
+bool LcoreLoop::idle_lc() noexcept {
+  switch (backoff_.step(&nap_us_)) {
+    case IdleAction::kSpin:
+      return false;
+    case IdleAction::kPause:
+      rte_pause();
+      return false;
+    case IdleAction::kSleep:
+      break;
+  }
+  doorbell_.arm_lc();
+  return true;
 }
 
-void LcoreLoop::sleepUnlessWoken(void* self, uint32_t us) noexcept {
-  auto* loop = static_cast<LcoreLoop*>(self);
-  bump(loop->sleeps_, 1);  // counted when it starts, so a long sleep is visible at once
-  while (us > 0 && !loop->mustWake()) {
-    const uint32_t chunk = std::min(us, kSleepChunkUs);
-    IdleBackoff::sleepFor(nullptr, chunk);
-    us -= chunk;
+bool LcoreLoop::pollersNeedPolling_lc() const noexcept {
+  for (const Poller* poller : current_.load(std::memory_order_acquire)->pollers) {
+    if (poller->needsPolling_lc()) return true;
   }
+  return false;
+}
+
+// The re-check pass after arming found nothing: nap, or block until woken.
+void LcoreLoop::sleep_lc() noexcept {
+  const bool block = block_max_us_ != 0 && !pollersNeedPolling_lc();
+  // Counted when it starts, so a long sleep is visible at once.
+  bump(sleeps_, 1);
+  if (block) bump(blocks_, 1);
+  (void)doorbell_.wait_lc(block ? block_max_us_ : nap_us_);
 }
 
 }  // namespace tent::lcore

@@ -3,19 +3,29 @@
 
 #include "lcore/runtime_impl.h"
 #include "tent/log.h"
+#include "topology/lcore_auto.h"
 
 namespace tent::lcore {
 
-std::vector<config::LcoreSpec> lcoreLayout(const config::Config& config) {
+Result<std::vector<config::LcoreSpec>> lcoreLayout(const config::Config& config) {
+  if (config.lcores_auto) {
+    auto layout = topology::autoLcoreLayout(config);
+    if (!layout.ok()) return layout.status();
+    TENT_INFO(kLcore, "lcores: auto: %s", topology::summary(*layout).c_str());
+    for (const std::string& note : layout->notes) TENT_INFO(kLcore, "lcores: auto: %s", note.c_str());
+    return layout->specs();
+  }
   if (!config.lcores.empty()) return config.lcores;
   config::LcoreSpec spec;  // unpinned, default idle policy
   spec.pollers.push_back({config::PollerKind::kRail, "*"});
   spec.pollers.push_back({config::PollerKind::kBackground, ""});
-  return {spec};
+  return std::vector<config::LcoreSpec>{spec};
 }
 
 Result<std::shared_ptr<Runtime>> Runtime::acquire(const config::Config& config) {
-  std::vector<config::LcoreSpec> specs = lcoreLayout(config);
+  auto layout = lcoreLayout(config);
+  if (!layout.ok()) return layout.status();
+  std::vector<config::LcoreSpec> specs = std::move(layout).value();
   if (config.eal.mode == config::LcoreMode::kManual) return acquireManualRuntime(std::move(specs));
   return acquireEalRuntime(config, std::move(specs));
 }

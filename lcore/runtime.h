@@ -19,7 +19,9 @@ struct LcoreStats {
   uint64_t idle_cycles = 0;  // TSC cycles of idle passes, sleeping included
   uint64_t busy_passes = 0;
   uint64_t idle_passes = 0;
-  uint64_t sleeps = 0;
+  uint64_t sleeps = 0;          // every sleep of the idle policy (naps and blocks)
+  uint64_t blocks = 0;          // sleeps until woken: no poller expected unannounced work
+  uint64_t doorbell_wakes = 0;  // wake-up syscalls producers made for this lcore
 };
 
 class Runtime {
@@ -50,7 +52,9 @@ class Runtime {
 std::vector<std::string> ealArguments(const config::Config& config);
 
 // The lcores a runtime built from `config` has: `config.lcores`, or when that is
-// empty the default, one unpinned lcore running rail "*" and background.
-std::vector<config::LcoreSpec> lcoreLayout(const config::Config& config);
+// empty the default, one unpinned lcore running rail "*" and background. With
+// `lcores: auto` the layout topology/lcore_auto.h derives for this process (logged
+// at info level), or its error (too few CPUs, topology not loadable).
+Result<std::vector<config::LcoreSpec>> lcoreLayout(const config::Config& config);
 
 }  // namespace tent::lcore

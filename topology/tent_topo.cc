@@ -1,47 +1,83 @@
-// tent-topo: prints what tent sees of a machine (live, or an hwloc XML file) and the
-// rail map it would use, as one JSON object or (--human) as tables.
-//   exit 0: printed; 1: the topology could not be loaded; 2: usage error.
+// tent-topo: prints what tent sees of a machine (live, or an hwloc XML file), the
+// rail map it would use and the layout `lcores: auto` would choose, as one JSON
+// object or (--human) as tables. --cpus and the lcore_auto flags ask "what if".
+//   exit 0: printed (a layout that does not fit is printed as its error);
+//   1: the topology or --config could not be loaded; 2: usage error.
 #include <algorithm>
 #include <array>
+#include <charconv>
 #include <cstdio>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <string_view>
 #include <vector>
 
+#include "config/config.h"
+#include "topology/cpu_set.h"
+#include "topology/lcore_auto.h"
 #include "topology/placement.h"
 #include "topology/rail_map.h"
 #include "topology/topology.h"
 
 namespace {
 
+using tent::Result;
+using tent::Status;
+using tent::topology::AutoLayout;
 using tent::topology::RailDevice;
 using tent::topology::RailMap;
 using tent::topology::Topology;
 using Json = nlohmann::ordered_json;
 
-constexpr const char* kUsage = "usage: tent-topo [--topology=FILE.xml] [--human]";
+constexpr const char* kUsage =
+    "usage: tent-topo [--topology=FILE.xml] [--human] [--config=FILE.yaml] [--cpus=LIST] "
+    "[--rails=auto|dedicated|numa|shared] [--background-lcores=N] [--reserve-cpus=N]";
 
 struct Options {
-  std::string xml_file;  // empty: live machine
+  std::string xml_file;  // empty: live machine (or the config's topology.xml_file)
   bool human = false;
+  std::string config_file;  // its fabric devices and lcore_auto section
+  std::string cpus;         // what-if allowed CPUs; empty: this process's (live) or all (XML)
+  std::string rails, background, reserve;  // override lcore_auto keys
 };
+
+// "--name=value" or "--name value"; returns false when `arg` is not --name.
+bool valueOf(std::string_view name, int argc, char** argv, int* i, std::string* out,
+             std::string* complaint) {
+  std::string_view arg = argv[*i];
+  if (arg.rfind(name, 0) != 0) return false;
+  arg.remove_prefix(name.size());
+  if (arg.empty()) {
+    if (*i + 1 >= argc) return (*complaint = std::string(name) + " needs a value"), true;
+    *out = argv[++*i];
+  } else if (arg[0] == '=') {
+    *out = std::string(arg.substr(1));
+  } else {
+    return false;
+  }
+  if (out->empty()) *complaint = std::string(name) + " needs a value";
+  return true;
+}
 
 // Returns an empty string when the arguments are fine, else the complaint.
 std::string parseArgs(int argc, char** argv, Options* opts) {
+  const std::pair<std::string_view, std::string*> valued[] = {
+      {"--topology", &opts->xml_file},      {"--config", &opts->config_file},
+      {"--cpus", &opts->cpus},              {"--rails", &opts->rails},
+      {"--background-lcores", &opts->background}, {"--reserve-cpus", &opts->reserve}};
   for (int i = 1; i < argc; ++i) {
     std::string_view arg = argv[i];
     if (arg == "--human") {
       opts->human = true;
-    } else if (arg.rfind("--topology=", 0) == 0) {
-      opts->xml_file = std::string(arg.substr(11));
-      if (opts->xml_file.empty()) return "--topology= needs a file name";
-    } else if (arg == "--topology") {
-      if (i + 1 >= argc) return "--topology needs a file name";
-      opts->xml_file = argv[++i];
-    } else {
-      return "unknown argument '" + std::string(arg) + "'";
+      continue;
     }
+    std::string complaint;
+    bool known = false;
+    for (const auto& [name, out] : valued) {
+      if (!known) known = valueOf(name, argc, argv, &i, out, &complaint);
+    }
+    if (!complaint.empty()) return complaint;
+    if (!known) return "unknown argument '" + std::string(arg) + "'";
   }
   return {};
 }
@@ -145,6 +181,107 @@ void printHuman(const Topology& topo, const RailMap& map) {
   }
 }
 
+// ---- lcores: auto -------------------------------------------------------------
+
+// The config whose fabric and lcore_auto section the layout uses, with the flags'
+// overrides applied and checked by the config's own rules.
+Result<tent::config::Config> layoutConfig(const Options& opts) {
+  using tent::config::AutoRails;
+  tent::config::Config c = *tent::config::defaults();
+  if (!opts.config_file.empty()) {
+    auto loaded = tent::config::loadFile(opts.config_file);
+    if (!loaded.ok()) return loaded.status();
+    c = **loaded;
+  }
+  auto number = [](const std::string& text, uint32_t* out) {
+    auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), *out);
+    return ec == std::errc() && end == text.data() + text.size();
+  };
+  if (!opts.background.empty() && !number(opts.background, &c.lcore_auto.background_lcores))
+    return Status::InvalidArgument("--background-lcores: expected a number, got '" +
+                                   opts.background + "'");
+  if (!opts.reserve.empty() && !number(opts.reserve, &c.lcore_auto.reserve_cpus))
+    return Status::InvalidArgument("--reserve-cpus: expected a number, got '" + opts.reserve +
+                                   "'");
+  if (!opts.rails.empty()) {
+    bool found = false;
+    for (AutoRails r : {AutoRails::kAuto, AutoRails::kDedicated, AutoRails::kNuma,
+                        AutoRails::kShared}) {
+      if (opts.rails == tent::config::toString(r)) c.lcore_auto.rails = r, found = true;
+    }
+    if (!found)
+      return Status::InvalidArgument("--rails: expected auto, dedicated, numa or shared, got '" +
+                                     opts.rails + "'");
+  }
+  c.lcores_auto = true;  // what-if: as if the config said `lcores: auto`
+  c.lcores.clear();
+  TENT_RETURN_IF_ERROR(tent::config::validate(c));
+  return c;
+}
+
+// The CPUs the layout may use, and how to say where they came from.
+Result<std::pair<std::vector<int>, std::string>> layoutCpus(const Options& opts,
+                                                            const Topology& topo, bool live) {
+  if (!opts.cpus.empty()) {
+    auto cpus = tent::topology::parseCpuList(opts.cpus);
+    if (!cpus.ok()) return cpus.status().withContext("--cpus");
+    return std::make_pair(*cpus, tent::topology::formatCpuList(*cpus) + " (--cpus)");
+  }
+  if (live) {
+    const auto allowed = tent::topology::processAllowedCpus();
+    return std::make_pair(allowed.cpus, tent::topology::describeAllowed(allowed));
+  }
+  std::vector<int> all;
+  for (const auto& n : topo.numaNodes()) all.insert(all.end(), n.cpus.begin(), n.cpus.end());
+  return std::make_pair(all, tent::topology::formatCpuList(all) +
+                                 " (every CPU of the topology; --cpus gives a launcher's mask)");
+}
+
+Json layoutJson(const Result<AutoLayout>& layout, const std::string& allowed_text) {
+  Json out;
+  out["allowed_cpus"] = allowed_text;
+  if (!layout.ok()) {
+    out["error"] = layout.status().message();
+    return out;
+  }
+  out["rails"] = std::string(tent::config::toString(layout->rails));
+  out["lcores"] = Json::array();
+  for (size_t k = 0; k < layout->lcores.size(); ++k) {
+    const auto& l = layout->lcores[k];
+    Json pollers = Json::array();
+    for (const auto& p : l.spec.pollers) pollers.push_back(tent::config::toString(p));
+    out["lcores"].push_back({{"lcore", k},
+                             {"cpu", l.spec.cpu},
+                             {"numa", l.numa_node},
+                             {"role", l.role},
+                             {"pollers", pollers}});
+  }
+  out["free_cpus"] = tent::topology::formatCpuList(layout->free_cpus);
+  out["notes"] = layout->notes;
+  return out;
+}
+
+void printLayoutHuman(const Result<AutoLayout>& layout, const std::string& allowed_text) {
+  std::printf("\nlcores: auto\n  allowed CPUs: %s\n", allowed_text.c_str());
+  if (!layout.ok()) {
+    std::printf("  error: %s\n", layout.status().message().c_str());
+    return;
+  }
+  std::printf("  rails: %s\n  %-5s %-4s %-4s %-32s %s\n",
+              std::string(tent::config::toString(layout->rails)).c_str(), "lcore", "cpu", "numa",
+              "role", "pollers");
+  for (size_t k = 0; k < layout->lcores.size(); ++k) {
+    const auto& l = layout->lcores[k];
+    std::string pollers;
+    for (const auto& p : l.spec.pollers) pollers += (pollers.empty() ? "" : ",") + toString(p);
+    std::printf("  %-5zu %-4d %-4d %-32s %s\n", k, l.spec.cpu, l.numa_node, l.role.c_str(),
+                pollers.c_str());
+  }
+  std::printf("  free for the application: %s\n",
+              orDash(tent::topology::formatCpuList(layout->free_cpus)).c_str());
+  for (const auto& note : layout->notes) std::printf("  note: %s\n", note.c_str());
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -161,16 +298,34 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "tent-topo: %s (%s)\n", complaint.c_str(), kUsage);
     return 2;
   }
-  auto topo = opts.xml_file.empty() ? Topology::loadLive() : Topology::loadXml(opts.xml_file);
+  auto config = layoutConfig(opts);
+  if (!config.ok()) {
+    std::fprintf(stderr, "tent-topo: %s\n", config.status().message().c_str());
+    return opts.config_file.empty() ? 2 : 1;
+  }
+  if (opts.xml_file.empty()) opts.xml_file = config->topology.xml_file;
+  const bool live = opts.xml_file.empty();
+  auto topo = live ? Topology::loadLive() : Topology::loadXml(opts.xml_file);
   if (!topo.ok()) {
     std::fprintf(stderr, "tent-topo: %s\n", topo.status().message().c_str());
     return 1;
   }
+  auto cpus = layoutCpus(opts, *topo, live);
+  if (!cpus.ok()) {
+    std::fprintf(stderr, "tent-topo: %s (%s)\n", cpus.status().message().c_str(), kUsage);
+    return 2;
+  }
   RailMap map = RailMap::build(topologyDevices(*topo), *topo);
+  const auto layout =
+      tent::topology::planAutoLcores(*topo, tent::topology::fabricDevices(*config, *topo),
+                                     cpus->first, cpus->second, config->lcore_auto);
   if (opts.human) {
     printHuman(*topo, map);
+    printLayoutHuman(layout, cpus->second);
   } else {
-    std::printf("%s\n", toJson(*topo, map).dump(2).c_str());
+    Json out = toJson(*topo, map);
+    out["lcores_auto"] = layoutJson(layout, cpus->second);
+    std::printf("%s\n", out.dump(2).c_str());
   }
   return 0;
 }

@@ -29,6 +29,7 @@ unsigned SlicePoller::enqueue(RdmaSlice* const* slices, unsigned n) noexcept {
   held_.fetch_add(n, std::memory_order_release);
   unsigned taken = ring_->enqueueBurst(slices, n);
   if (taken < n) held_.fetch_sub(n - taken, std::memory_order_relaxed);
+  if (taken != 0) wakeLcore();  // after the ring write: a sleeping lcore wakes (doorbell.h)
   return taken;
 }
 

@@ -83,7 +83,9 @@ TEST(ConfigKeyList, DefaultsAreTheStructDefaults) {
   EXPECT_EQ(defaults["lcores[].cpu"], "-1");
   EXPECT_EQ(defaults["lcores"],
             "[{cpu: -1, pollers: [\"rail:*\", \"background\"], idle: {spin_polls: 256, "
-            "pause_polls: 2048, sleep_min_us: 1, sleep_max_us: 100}}]");
+            "pause_polls: 2048, sleep_min_us: 1, sleep_max_us: 100, block_max_us: 100000}}]");
+  EXPECT_EQ(defaults["lcore_auto.rails"], "auto");
+  EXPECT_EQ(defaults["lcore_auto.idle.block_max_us"], "100000");
 }
 
 TEST(ConfigDocs, EveryKeyIsDocumentedWithItsDefault) {

@@ -89,8 +89,8 @@ TEST(ConfigErrors, UnknownKeysListWhatIsAllowedThere) {
                1,
                "workerz",
                {"unknown key",
-                "allowed top-level keys: eal, fabric, topology, lcores, endpoints, workers, "
-                "direct, bootstrap, timeouts, metrics, log"}});
+                "allowed top-level keys: eal, fabric, topology, lcores, lcore_auto, endpoints, "
+                "workers, direct, bootstrap, timeouts, metrics, log"}});
   expectError({"nested",
                "fabric:\n  soft:\n    max_mr: 4\n",
                3,

@@ -11,44 +11,18 @@
 
 #include "lcore/ring.h"
 #include "lcore/runtime.h"
+#include "eal_test_util.h"
 #include "test_pollers.h"
 
 namespace tent::lcore {
 namespace {
 
 using testing::CountingPoller;
+using testing::acquireTwoLcores;
+using testing::ealConfig;
+using testing::passes;
+using testing::waitFor;
 using namespace std::chrono_literals;
-
-config::Config ealConfig(size_t lcores, config::IdlePolicy idle = {}) {
-  config::Config c;
-  c.eal.mode = config::LcoreMode::kEal;
-  c.eal.file_prefix = "tent-lcore-eal-test-" + std::to_string(getpid());
-  for (size_t i = 0; i < lcores; ++i) c.lcores.push_back(config::LcoreSpec{-1, {}, idle});
-  c.source = "eal_runtime_test";
-  return c;
-}
-
-std::shared_ptr<Runtime> acquireTwoLcores(config::IdlePolicy idle = {}) {
-  auto rt = Runtime::acquire(ealConfig(2, idle));
-  EXPECT_TRUE(rt.ok()) << rt.status().toString();
-  return rt.ok() ? *rt : nullptr;
-}
-
-// Waits (bounded) for a condition the lcores bring about.
-template <typename Pred>
-bool waitFor(Pred pred, std::chrono::seconds limit = 30s) {
-  const auto deadline = std::chrono::steady_clock::now() + limit;
-  while (!pred()) {
-    if (std::chrono::steady_clock::now() > deadline) return false;
-    std::this_thread::yield();
-  }
-  return true;
-}
-
-uint64_t passes(const Runtime& rt, size_t lcore) {
-  const LcoreStats s = rt.stats(lcore);
-  return s.busy_passes + s.idle_passes;
-}
 
 TEST(EalArguments, DefaultsWorkWithoutHugepagesOrPci) {
   config::Config c;

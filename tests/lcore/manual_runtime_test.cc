@@ -1,12 +1,14 @@
 // The manual (deterministic, thread-free) runtime: passes stepped by the test.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <thread>
 
 #include "lcore/runtime.h"
 #include "test_pollers.h"
+#include "topology/cpu_set.h"
 
 namespace tent::lcore {
 namespace {
@@ -37,6 +39,40 @@ TEST(ManualRuntime, EmptyConfigGetsTheDefaultLayout) {
   EXPECT_EQ(spec.pollers[0].device, "*");
   EXPECT_EQ(spec.pollers[1].kind, config::PollerKind::kBackground);
   EXPECT_EQ(rt->cpuOf(0), -1);
+}
+
+// `lcores: auto` is resolved by acquire() for this process: pinned within its
+// affinity, the knobs' background lcores, every device's rail poller.
+TEST(ManualRuntime, LcoresAutoIsDerivedForThisProcess) {
+  config::Config c = manualConfig(0);
+  c.lcores_auto = true;
+  c.lcore_auto.reserve_cpus = 0;  // fits any machine: one lcore
+  c.fabric.provider = config::FabricProvider::kSoft;
+  c.fabric.soft.devices = {{"soft0", 0, "", 0, 0}, {"soft1", 0, "", 0, 0}};
+  auto rt = Runtime::acquire(c);
+  ASSERT_TRUE(rt.ok()) << rt.status().toString();
+  const std::vector<int> allowed = topology::affinityCpus();
+  size_t background = 0;
+  std::vector<std::string> rails;
+  for (size_t l = 0; l < (*rt)->lcoreCount(); ++l) {
+    const auto& spec = (*rt)->spec(l);
+    EXPECT_NE(std::find(allowed.begin(), allowed.end(), spec.cpu), allowed.end()) << spec.cpu;
+    for (const auto& p : spec.pollers) {
+      if (p.kind == config::PollerKind::kBackground) ++background;
+      if (p.kind == config::PollerKind::kRail) rails.push_back(p.device);
+    }
+  }
+  EXPECT_EQ(background, 1u);
+  std::sort(rails.begin(), rails.end());
+  EXPECT_EQ(rails, (std::vector<std::string>{"soft0", "soft1"}));
+
+  c.lcore_auto.reserve_cpus = 64;  // more than this machine has
+  auto none = Runtime::acquire(c);
+  ASSERT_FALSE(none.ok());
+  EXPECT_EQ(none.status().code(), StatusCode::kResourceExhausted);
+  EXPECT_NE(none.status().message().find("lcores: auto: needs 65 CPUs"), std::string::npos)
+      << none.status().message();
+  EXPECT_NE(none.status().message().find("may use"), std::string::npos);
 }
 
 TEST(ManualRuntime, EachAcquireIsAFreshRuntime) {

@@ -144,6 +144,77 @@ TEST(TentTopo, HumanTable) {
   EXPECT_EQ(r.out.find('{'), std::string::npos) << "human output is not JSON";
 }
 
+// ---- lcores: auto, and what-if masks ----------------------------------------------
+
+TEST(TentTopoLcores, WholeNodeByDefaultForAnXml) {
+  RunResult r = runTentTopo("--topology=" + quote(dataFile("eight_gpu_node.xml")));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const Json a = parse(r)["lcores_auto"];
+  EXPECT_EQ(a["rails"], "dedicated");
+  EXPECT_EQ(a["lcores"].size(), 9u);
+  EXPECT_EQ(a["lcores"][0]["pollers"], names({"rail:mlx5_0"}));
+  EXPECT_EQ(a["lcores"][0]["numa"], 0);
+  EXPECT_EQ(a["lcores"][8]["pollers"], names({"background"}));
+}
+
+TEST(TentTopoLcores, WhatIfARanksMask) {
+  RunResult r =
+      runTentTopo("--topology=" + quote(dataFile("eight_gpu_node.xml")) + " --cpus=0-1,16-17");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const Json a = parse(r)["lcores_auto"];
+  EXPECT_EQ(a["allowed_cpus"].get<std::string>().rfind("0-1,16-17", 0), 0u) << a;
+  EXPECT_EQ(a["rails"], "numa");
+  ASSERT_EQ(a["lcores"].size(), 3u);
+  for (const Json& l : a["lcores"]) {
+    EXPECT_EQ(l["numa"], 0) << l;
+    const int cpu = l["cpu"];
+    EXPECT_TRUE(cpu == 0 || cpu == 1 || cpu == 16 || cpu == 17) << cpu;
+  }
+  EXPECT_EQ(a["free_cpus"].get<std::string>().size(), 2u);  // one CPU, e.g. "17"
+}
+
+TEST(TentTopoLcores, TooFewCpusIsPrintedAsTheError) {
+  RunResult r = runTentTopo("--topology=" + quote(dataFile("two_socket.xml")) +
+                            " --cpus=5 --rails=dedicated");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const Json a = parse(r)["lcores_auto"];
+  ASSERT_TRUE(a.contains("error")) << a;
+  EXPECT_NE(a["error"].get<std::string>().find("needs 6 CPUs"), std::string::npos) << a;
+  EXPECT_FALSE(a.contains("lcores"));
+}
+
+TEST(TentTopoLcores, KnobsFromAConfigAndFlags) {
+  const std::string path = ::testing::TempDir() + "/tent_topo_auto.yaml";
+  std::ofstream(path) << "fabric:\n  provider: soft\n  soft:\n    devices:\n"
+                         "      - {name: softA, numa_node: 1}\n"
+                         "lcores: auto\nlcore_auto: {background_lcores: 2, rails: shared}\n";
+  RunResult r = runTentTopo("--topology=" + quote(dataFile("two_socket.xml")) + " --config=" +
+                            quote(path) + " --reserve-cpus=0 --human");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("lcores: auto"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("rail:softA"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("rails: shared"), std::string::npos) << r.out;
+  RunResult j = runTentTopo("--topology=" + quote(dataFile("two_socket.xml")) + " --config=" +
+                            quote(path));
+  ASSERT_EQ(j.exit_code, 0) << j.err;
+  const Json a = parse(j)["lcores_auto"];
+  ASSERT_EQ(a["lcores"].size(), 2u);
+  EXPECT_EQ(a["lcores"][0]["numa"], 1);  // softA's node first
+  EXPECT_EQ(a["lcores"][0]["pollers"], names({"background", "rail:softA"}));
+}
+
+TEST(TentTopoLcores, BadFlagsAreUsageErrors) {
+  for (const char* args : {"--cpus=x", "--cpus=3-1", "--rails=private", "--background-lcores=0",
+                           "--reserve-cpus=lots", "--cpus"}) {
+    RunResult r = runTentTopo(args);
+    EXPECT_EQ(r.exit_code, 2) << args;
+    EXPECT_EQ(lineCount(r.err), 1u) << args << ": " << r.err;
+  }
+  RunResult missing = runTentTopo("--config=/nonexistent/tent.yaml");
+  EXPECT_EQ(missing.exit_code, 1);
+  EXPECT_NE(missing.err.find("/nonexistent/tent.yaml"), std::string::npos) << missing.err;
+}
+
 TEST(TentTopoErrors, MissingFile) {
   RunResult r = runTentTopo("--topology=/nonexistent/topo.xml");
   EXPECT_EQ(r.exit_code, 1);

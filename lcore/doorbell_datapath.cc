@@ -1,0 +1,56 @@
+// Doorbell slow paths: the futex wake (a producer found the lcore asleep) and the
+// lcore's timed wait. No allocation, no logging; the only syscalls are the futex.
+#include <linux/futex.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <cerrno>
+
+#include "lcore/doorbell.h"
+
+namespace tent::lcore {
+
+namespace {
+
+static_assert(sizeof(std::atomic<uint32_t>) == sizeof(uint32_t),
+              "the futex word is the atomic's storage");
+
+uint32_t* futexWord(std::atomic<uint32_t>& a) noexcept {
+  return reinterpret_cast<uint32_t*>(&a);
+}
+
+timespec deadlineAfter(uint32_t us) noexcept {
+  timespec t{};
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  constexpr long kNsPerS = 1000000000L;
+  long ns = t.tv_nsec + static_cast<long>(us % 1000000) * 1000;
+  t.tv_sec += static_cast<time_t>(us / 1000000) + ns / kNsPerS;
+  t.tv_nsec = ns % kNsPerS;
+  return t;
+}
+
+}  // namespace
+
+void Doorbell::wake() noexcept {
+  // Of several producers that saw kArmed, only the one that takes the state wakes.
+  uint32_t expected = kArmed;
+  if (!state_.compare_exchange_strong(expected, kAwake, std::memory_order_acq_rel)) return;
+  wakes_.fetch_add(1, std::memory_order_relaxed);
+  syscall(SYS_futex, futexWord(state_), FUTEX_WAKE_PRIVATE, 1, nullptr, nullptr, 0);
+}
+
+bool Doorbell::wait_lc(uint32_t us) noexcept {
+  const timespec deadline = deadlineAfter(us);
+  // FUTEX_WAIT_BITSET takes an absolute CLOCK_MONOTONIC deadline: a spurious wake-up
+  // (or a late FUTEX_WAKE meant for an earlier sleep) waits again for the rest only.
+  while (state_.load(std::memory_order_acquire) == kArmed) {
+    const long rc = syscall(SYS_futex, futexWord(state_), FUTEX_WAIT_BITSET_PRIVATE, kArmed,
+                            &deadline, nullptr, FUTEX_BITSET_MATCH_ANY);
+    if (rc != 0 && errno == ETIMEDOUT) break;
+  }
+  // kAwake here means a producer took the doorbell: rung. kArmed: timed out.
+  return state_.exchange(kAwake, std::memory_order_acquire) == kAwake;
+}
+
+}  // namespace tent::lcore
