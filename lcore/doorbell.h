@@ -41,6 +41,9 @@ class Doorbell {
   }
   // futex wake syscalls made by ring() (for tests and stats).
   uint64_t wakes() const noexcept { return wakes_.load(std::memory_order_relaxed); }
+  // Armed: the owner sleeps, or is in the re-check before a sleep (for tests and
+  // stats; a snapshot, stale as soon as it is read).
+  bool armed() const noexcept { return state_.load(std::memory_order_relaxed) == kArmed; }
 
   // ---- the owning lcore ----
   // From now on ring() wakes; the caller re-checks for work before wait_lc().

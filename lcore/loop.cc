@@ -124,6 +124,7 @@ LcoreStats LcoreLoop::stats() const noexcept {
   s.sleeps = sleeps_.load(std::memory_order_relaxed);
   s.blocks = blocks_.load(std::memory_order_relaxed);
   s.doorbell_wakes = doorbell_.wakes();
+  s.asleep = doorbell_.armed();
   return s;
 }
 

@@ -22,6 +22,9 @@ struct LcoreStats {
   uint64_t sleeps = 0;          // every sleep of the idle policy (naps and blocks)
   uint64_t blocks = 0;          // sleeps until woken: no poller expected unannounced work
   uint64_t doorbell_wakes = 0;  // wake-up syscalls producers made for this lcore
+  // Its doorbell is armed: asleep, or in the re-check pass just before a sleep. An
+  // lcore seen armed stays so until something rings it or its sleep times out.
+  bool asleep = false;
 };
 
 class Runtime {
