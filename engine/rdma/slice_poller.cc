@@ -1,6 +1,7 @@
 #include "engine/rdma/slice_poller.h"
 
 #include "engine/rdma/datapath_context.h"
+#include "engine/rdma/rdma_context.h"
 
 namespace tent::rdma {
 
@@ -31,6 +32,19 @@ unsigned SlicePoller::enqueue(RdmaSlice* const* slices, unsigned n) noexcept {
   if (taken < n) held_.fetch_sub(n - taken, std::memory_order_relaxed);
   if (taken != 0) wakeLcore();  // after the ring write: a sleeping lcore wakes (doorbell.h)
   return taken;
+}
+
+// Nothing held and nothing posted: only enqueue() brings work, and it rings. A
+// direct WR a caller posts while the rail lcore blocks is reaped by that caller's
+// status poll (or by the rail lcore within idle.block_max_us).
+bool SlicePoller::needsPolling_lc() const noexcept {
+  if (held_.load(std::memory_order_relaxed) != 0) return true;
+  for (uint32_t n : cq_inflight_)
+    if (n != 0) return true;
+  if (kind_ != Kind::kRail || !dp_.config().direct.poll_by_rail) return false;
+  for (const RdmaContext* ctx : rail_contexts_)
+    if (ctx->lanesInUse() != 0) return true;
+  return false;
 }
 
 }  // namespace tent::rdma

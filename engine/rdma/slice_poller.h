@@ -56,6 +56,8 @@ class SlicePoller final : public lcore::Poller {
   const std::vector<RdmaContext*>& railContexts() const noexcept { return rail_contexts_; }
 
   lcore::PollResult poll_lc() noexcept override;
+  // Slices held or WRs on our CQs (rail: direct lanes in use): the lcore only naps.
+  bool needsPolling_lc() const noexcept override;
   std::string_view name() const noexcept override { return name_; }
   Kind kind() const noexcept { return kind_; }
   uint32_t postingIndex() const noexcept { return posting_index_; }
