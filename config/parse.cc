@@ -24,7 +24,7 @@ constexpr int64_t kMaxTimeoutMs = 3600000;  // one hour
 constexpr int64_t kMaxLinkTimeoutMs = 600000;
 constexpr int64_t kMaxIdlePolls = 1 << 30;
 constexpr int64_t kMaxSleepUs = 1000000;
-constexpr int64_t kMaxBlockUs = 60000000;  // a minute: also bounds how stale idle stats get
+constexpr int64_t kMaxBlockUs = 60000000;      // a minute: also bounds how stale idle stats get
 constexpr int64_t kMaxLatencyNs = 1000000000;  // one second
 constexpr double kMaxLinkGbps = 100000;
 constexpr int64_t kMaxDirectBytes = int64_t{1} << 40;
@@ -328,9 +328,11 @@ void readLcores(MapReader& top, Config* c) {
   top.mapListOrWord<LcoreSpec>(
       "lcores", &c->lcores, "auto", &c->lcores_auto,
       [&](MapReader& item, LcoreSpec& l, size_t) { readLcore(item, l, &scan); });
-  top.section("lcore_auto", [&](MapReader& m) { readLcoreAuto(m, &c->lcore_auto, c->lcores_auto); });
+  top.section("lcore_auto",
+              [&](MapReader& m) { readLcoreAuto(m, &c->lcore_auto, c->lcores_auto); });
   if (!top.parsing() || !top.has("lcores") || c->lcores_auto) return;
-  if (c->lcores.empty()) return top.fail("lcores", "expected at least one lcore, got an empty list");
+  if (c->lcores.empty())
+    return top.fail("lcores", "expected at least one lcore, got an empty list");
   if (!scan.background) {
     top.fail("lcores", "no lcore runs a 'background' poller; at least one is required");
   }

@@ -12,7 +12,8 @@ Result<std::vector<config::LcoreSpec>> lcoreLayout(const config::Config& config)
     auto layout = topology::autoLcoreLayout(config);
     if (!layout.ok()) return layout.status();
     TENT_INFO(kLcore, "lcores: auto: %s", topology::summary(*layout).c_str());
-    for (const std::string& note : layout->notes) TENT_INFO(kLcore, "lcores: auto: %s", note.c_str());
+    for (const std::string& note : layout->notes)
+      TENT_INFO(kLcore, "lcores: auto: %s", note.c_str());
     return layout->specs();
   }
   if (!config.lcores.empty()) return config.lcores;

@@ -198,7 +198,8 @@ Result<AutoLayout> planAutoLcores(const Topology& topology, const std::vector<Ra
   const auto nodes = devicesByNode(devices);
   const size_t usable = pool.size();
   auto need = [&](AutoRails r) {
-    return railLcores(r, devices.size(), nodes.size()) + knobs.background_lcores + knobs.reserve_cpus;
+    return railLcores(r, devices.size(), nodes.size()) + knobs.background_lcores +
+           knobs.reserve_cpus;
   };
   out.rails = knobs.rails;
   if (knobs.rails == AutoRails::kAuto) {
@@ -213,8 +214,8 @@ Result<AutoLayout> planAutoLcores(const Topology& topology, const std::vector<Ra
   if (need(out.rails) > usable) {
     const size_t rails = railLcores(out.rails, devices.size(), nodes.size());
     return Status::ResourceExhausted(
-        "needs " + std::to_string(need(out.rails)) + " CPUs (" + railText(out.rails, rails) +
-        ", " + std::to_string(knobs.background_lcores) + " background, " +
+        "needs " + std::to_string(need(out.rails)) + " CPUs (" + railText(out.rails, rails) + ", " +
+        std::to_string(knobs.background_lcores) + " background, " +
         std::to_string(knobs.reserve_cpus) + " reserved for the application) but the process " +
         "may use " + std::to_string(usable) + ": " + allowed_text + "; " +
         (knobs.rails == AutoRails::kAuto || knobs.rails == AutoRails::kShared

@@ -62,9 +62,12 @@ bool valueOf(std::string_view name, int argc, char** argv, int* i, std::string* 
 // Returns an empty string when the arguments are fine, else the complaint.
 std::string parseArgs(int argc, char** argv, Options* opts) {
   const std::pair<std::string_view, std::string*> valued[] = {
-      {"--topology", &opts->xml_file},      {"--config", &opts->config_file},
-      {"--cpus", &opts->cpus},              {"--rails", &opts->rails},
-      {"--background-lcores", &opts->background}, {"--reserve-cpus", &opts->reserve}};
+      {"--topology", &opts->xml_file},
+      {"--config", &opts->config_file},
+      {"--cpus", &opts->cpus},
+      {"--rails", &opts->rails},
+      {"--background-lcores", &opts->background},
+      {"--reserve-cpus", &opts->reserve}};
   for (int i = 1; i < argc; ++i) {
     std::string_view arg = argv[i];
     if (arg == "--human") {
@@ -201,12 +204,11 @@ Result<tent::config::Config> layoutConfig(const Options& opts) {
     return Status::InvalidArgument("--background-lcores: expected a number, got '" +
                                    opts.background + "'");
   if (!opts.reserve.empty() && !number(opts.reserve, &c.lcore_auto.reserve_cpus))
-    return Status::InvalidArgument("--reserve-cpus: expected a number, got '" + opts.reserve +
-                                   "'");
+    return Status::InvalidArgument("--reserve-cpus: expected a number, got '" + opts.reserve + "'");
   if (!opts.rails.empty()) {
     bool found = false;
-    for (AutoRails r : {AutoRails::kAuto, AutoRails::kDedicated, AutoRails::kNuma,
-                        AutoRails::kShared}) {
+    for (AutoRails r :
+         {AutoRails::kAuto, AutoRails::kDedicated, AutoRails::kNuma, AutoRails::kShared}) {
       if (opts.rails == tent::config::toString(r)) c.lcore_auto.rails = r, found = true;
     }
     if (!found)

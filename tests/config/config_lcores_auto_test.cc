@@ -60,13 +60,13 @@ void expectError(const std::string& yaml, const std::string& prefix, const std::
 }
 
 TEST(ConfigLcoresAuto, ErrorsNameTheKeyTheLineAndWhatIsAllowed) {
-  expectError("lcores: automatic\n", "tent.yaml:1: lcores: ",
-              "expected a list of maps, or auto, got 'automatic'");
+  expectError("lcores: automatic\n",
+              "tent.yaml:1: lcores: ", "expected a list of maps, or auto, got 'automatic'");
   expectError("lcores: {cpu: 1}\n", "tent.yaml:1: lcores: ", "a list of maps, or auto");
   expectError("lcores: auto\nlcore_auto:\n  background_lcores: 0\n",
               "tent.yaml:3: lcore_auto.background_lcores: ", "expected an integer in [1, 64]");
-  expectError("lcores: auto\nlcore_auto:\n  rails: private\n", "tent.yaml:3: lcore_auto.rails: ",
-              "one of auto, dedicated, numa, shared");
+  expectError("lcores: auto\nlcore_auto:\n  rails: private\n",
+              "tent.yaml:3: lcore_auto.rails: ", "one of auto, dedicated, numa, shared");
   expectError("lcores: auto\nlcore_auto:\n  reserve_cpus: 65\n",
               "tent.yaml:3: lcore_auto.reserve_cpus: ", "[0, 64]");
   expectError("lcore_auto:\n  cores: 3\n", "tent.yaml:2: lcore_auto.cores: ", "unknown key");
@@ -76,13 +76,12 @@ TEST(ConfigLcoresAuto, ErrorsNameTheKeyTheLineAndWhatIsAllowed) {
 
 // Knobs of the derived layout next to an explicit list would do nothing: an error.
 TEST(ConfigLcoresAuto, KnobsWithAnExplicitListAreAnError) {
-  expectError(
-      "lcores:\n  - pollers: [background]\nlcore_auto:\n  background_lcores: 3\n",
-      "tent.yaml:4: lcore_auto.background_lcores: ",
-      "applies only with 'lcores: auto', but lcores is a list");
+  expectError("lcores:\n  - pollers: [background]\nlcore_auto:\n  background_lcores: 3\n",
+              "tent.yaml:4: lcore_auto.background_lcores: ",
+              "applies only with 'lcores: auto', but lcores is a list");
   // Their defaults, as toYaml writes them, are fine.
-  EXPECT_TRUE(parseError("lcores:\n  - pollers: [background]\nlcore_auto:\n  background_lcores: 1\n")
-                  .ok());
+  EXPECT_TRUE(
+      parseError("lcores:\n  - pollers: [background]\nlcore_auto:\n  background_lcores: 1\n").ok());
 }
 
 TEST(ConfigIdle, BlockMaxUsHasItsRange) {

@@ -9,16 +9,16 @@
 #include <chrono>
 #include <thread>
 
+#include "eal_test_util.h"
 #include "lcore/ring.h"
 #include "lcore/runtime.h"
-#include "eal_test_util.h"
 #include "test_pollers.h"
 
 namespace tent::lcore {
 namespace {
 
-using testing::CountingPoller;
 using testing::acquireTwoLcores;
+using testing::CountingPoller;
 using testing::ealConfig;
 using testing::passes;
 using testing::waitFor;

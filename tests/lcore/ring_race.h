@@ -14,9 +14,9 @@
 #include <thread>
 #include <vector>
 
+#include "config/config.h"
 #include "lcore/poller.h"
 #include "lcore/ring.h"
-#include "config/config.h"
 
 namespace tent::lcore::testing {
 

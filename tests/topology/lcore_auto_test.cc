@@ -100,8 +100,8 @@ TEST(LcoreAuto, EightRanksWithDisjointMasksGetDisjointCpusOnTheirNode) {
     EXPECT_EQ(l->lcores.size(), 3u);
     const int node = t.numaOfCpu(mask[0]);
     for (const AutoLcore& lc : l->lcores) {
-      EXPECT_TRUE(taken.insert(lc.spec.cpu).second) << "rank " << rank << " reuses CPU "
-                                                    << lc.spec.cpu;
+      EXPECT_TRUE(taken.insert(lc.spec.cpu).second)
+          << "rank " << rank << " reuses CPU " << lc.spec.cpu;
       EXPECT_EQ(lc.numa_node, node) << "rank " << rank << ": the mask is on NUMA " << node;
     }
   }

@@ -188,14 +188,14 @@ TEST(TentTopoLcores, KnobsFromAConfigAndFlags) {
   std::ofstream(path) << "fabric:\n  provider: soft\n  soft:\n    devices:\n"
                          "      - {name: softA, numa_node: 1}\n"
                          "lcores: auto\nlcore_auto: {background_lcores: 2, rails: shared}\n";
-  RunResult r = runTentTopo("--topology=" + quote(dataFile("two_socket.xml")) + " --config=" +
-                            quote(path) + " --reserve-cpus=0 --human");
+  RunResult r = runTentTopo("--topology=" + quote(dataFile("two_socket.xml")) +
+                            " --config=" + quote(path) + " --reserve-cpus=0 --human");
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_NE(r.out.find("lcores: auto"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("rail:softA"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("rails: shared"), std::string::npos) << r.out;
-  RunResult j = runTentTopo("--topology=" + quote(dataFile("two_socket.xml")) + " --config=" +
-                            quote(path));
+  RunResult j =
+      runTentTopo("--topology=" + quote(dataFile("two_socket.xml")) + " --config=" + quote(path));
   ASSERT_EQ(j.exit_code, 0) << j.err;
   const Json a = parse(j)["lcores_auto"];
   ASSERT_EQ(a["lcores"].size(), 2u);
