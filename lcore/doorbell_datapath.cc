@@ -32,24 +32,24 @@ timespec deadlineAfter(uint32_t us) noexcept {
 
 }  // namespace
 
-void Doorbell::wake() noexcept {
-  // Of several producers that saw kArmed, only the one that takes the state wakes.
-  uint32_t expected = kArmed;
+void Doorbell::wake(uint32_t from) noexcept {
+  // Of several producers that saw the state, only the one that takes it wakes.
+  uint32_t expected = from;
   if (!state_.compare_exchange_strong(expected, kAwake, std::memory_order_acq_rel)) return;
   wakes_.fetch_add(1, std::memory_order_relaxed);
   syscall(SYS_futex, futexWord(state_), FUTEX_WAKE_PRIVATE, 1, nullptr, nullptr, 0);
 }
 
-bool Doorbell::wait_lc(uint32_t us) noexcept {
+bool Doorbell::sleep_lc(uint32_t state, uint32_t us) noexcept {
   const timespec deadline = deadlineAfter(us);
   // FUTEX_WAIT_BITSET takes an absolute CLOCK_MONOTONIC deadline: a spurious wake-up
   // (or a late FUTEX_WAKE meant for an earlier sleep) waits again for the rest only.
-  while (state_.load(std::memory_order_acquire) == kArmed) {
-    const long rc = syscall(SYS_futex, futexWord(state_), FUTEX_WAIT_BITSET_PRIVATE, kArmed,
+  while (state_.load(std::memory_order_acquire) == state) {
+    const long rc = syscall(SYS_futex, futexWord(state_), FUTEX_WAIT_BITSET_PRIVATE, state,
                             &deadline, nullptr, FUTEX_BITSET_MATCH_ANY);
     if (rc != 0 && errno == ETIMEDOUT) break;
   }
-  // kAwake here means a producer took the doorbell: rung. kArmed: timed out.
+  // kAwake here means a producer took the doorbell: rung. `state`: timed out.
   return state_.exchange(kAwake, std::memory_order_acquire) == kAwake;
 }
 

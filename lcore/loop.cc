@@ -77,7 +77,7 @@ Status LcoreLoop::publish(std::vector<Poller*> next, const char* what, const Pol
   const PollerSet* old = current_.exchange(fresh, std::memory_order_seq_cst);
   // A sleeping lcore wakes and passes over the new set: its quiescent point. An lcore
   // about to sleep re-checks after arming and loads `fresh` then (doorbell.h).
-  doorbell_.ring();
+  doorbell_.ringAlways();
   if (!waitQuiescent(generation)) {
     // The lcore may still be walking `old`: leak it rather than free it under the lcore.
     TENT_ERROR(kLcore, "lcore %zu: %s of %s not acknowledged within %lld s", index_, what,
@@ -112,7 +112,7 @@ void LcoreLoop::prepareLaunch() noexcept {
 
 void LcoreLoop::requestStop() noexcept {
   stop_.store(true, std::memory_order_release);
-  doorbell_.ring();  // the loop checks stop_ after arming, before it sleeps
+  doorbell_.ringAlways();  // the loop checks stop_ after arming, before it sleeps
 }
 
 LcoreStats LcoreLoop::stats() const noexcept {
@@ -124,7 +124,7 @@ LcoreStats LcoreLoop::stats() const noexcept {
   s.sleeps = sleeps_.load(std::memory_order_relaxed);
   s.blocks = blocks_.load(std::memory_order_relaxed);
   s.doorbell_wakes = doorbell_.wakes();
-  s.asleep = doorbell_.armed();
+  s.asleep = doorbell_.sleeping();
   return s;
 }
 

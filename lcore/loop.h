@@ -81,7 +81,6 @@ class LcoreLoop {
 
   const size_t index_;
   IdleBackoff backoff_;    // lcore-private
-  uint32_t nap_us_ = 0;    // lcore-private: the length of the armed sleep, if a nap
   uint32_t block_max_us_;  // the policy's longest sleep until woken (0: naps only)
   Doorbell doorbell_;
 

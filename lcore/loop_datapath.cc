@@ -80,9 +80,12 @@ void LcoreLoop::run_lc() noexcept {
   active_.store(false, std::memory_order_release);
 }
 
-// Spin, pause, or arm the doorbell for a sleep after one more pass; true when armed.
+// Spin, pause, nap, or arm the doorbell for a block after one more pass; true when
+// armed. A nap (a poller expects unannounced work, or block_max_us is 0) needs no
+// re-check: producers do not ring it, it ends on its timer.
 bool LcoreLoop::idle_lc() noexcept {
-  switch (backoff_.step(&nap_us_)) {
+  uint32_t nap_us = 0;
+  switch (backoff_.step(&nap_us)) {
     case IdleAction::kSpin:
       return false;
     case IdleAction::kPause:
@@ -90,6 +93,11 @@ bool LcoreLoop::idle_lc() noexcept {
       return false;
     case IdleAction::kSleep:
       break;
+  }
+  if (block_max_us_ == 0 || pollersNeedPolling_lc()) {
+    bump(sleeps_, 1);  // counted when it starts, so a long sleep is visible at once
+    (void)doorbell_.nap_lc(nap_us);
+    return false;
   }
   doorbell_.arm_lc();
   return true;
@@ -102,13 +110,12 @@ bool LcoreLoop::pollersNeedPolling_lc() const noexcept {
   return false;
 }
 
-// The re-check pass after arming found nothing: nap, or block until woken.
+// The re-check pass after arming found nothing: block until woken.
 void LcoreLoop::sleep_lc() noexcept {
-  const bool block = block_max_us_ != 0 && !pollersNeedPolling_lc();
   // Counted when it starts, so a long sleep is visible at once.
   bump(sleeps_, 1);
-  if (block) bump(blocks_, 1);
-  (void)doorbell_.wait_lc(block ? block_max_us_ : nap_us_);
+  bump(blocks_, 1);
+  (void)doorbell_.wait_lc(block_max_us_);
 }
 
 }  // namespace tent::lcore

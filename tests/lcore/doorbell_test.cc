@@ -46,6 +46,28 @@ TEST(Doorbell, UnrungWaitTimesOut) {
   EXPECT_EQ(bell.wakes(), 0u);
 }
 
+// A nap (the owner still expects unannounced work) ends on its timer: producers do
+// not ring it, control threads (attach/detach, stop) do.
+TEST(Doorbell, ProducersLeaveANapAloneControlEndsIt) {
+  Doorbell bell;
+  EXPECT_FALSE(bell.nap_lc(1));  // nobody rang: timed out
+  EXPECT_FALSE(bell.sleeping());
+  std::atomic<int> rung{-1};
+  std::thread owner([&] { rung.store(bell.nap_lc(kForeverUs) ? 1 : 0); });
+  const auto deadline = std::chrono::steady_clock::now() + 30s;
+  while (!bell.sleeping() && std::chrono::steady_clock::now() < deadline) std::this_thread::yield();
+  ASSERT_TRUE(bell.sleeping());
+  EXPECT_FALSE(bell.armed());
+  bell.ring();  // a producer: no syscall, the nap goes on
+  EXPECT_EQ(bell.wakes(), 0u);
+  EXPECT_EQ(rung.load(), -1);
+  bell.ringAlways();  // control: ends it
+  owner.join();
+  EXPECT_EQ(rung.load(), 1);
+  EXPECT_EQ(bell.wakes(), 1u);
+  EXPECT_FALSE(bell.sleeping());
+}
+
 // The protocol of doorbell.h with one owner and `producers` threads, each handing
 // over `rounds` items one at a time and waiting (bounded) for it to be taken. The
 // owner re-checks after arming and waits "forever" otherwise, so a lost wake-up
