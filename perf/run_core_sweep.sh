@@ -4,20 +4,26 @@
 # of their own or sharing the background lcore, lcores pinned or not (explicit
 # CPUs, or `lcores: auto`), and caller threads. Two workloads, on the soft
 # fabric (every figure names the provider and the link model):
-#   bulk   tebench QoS, one class: 4 MiB WRITE, batch 1, 1..N caller threads,
-#          unlimited links (the soft NIC's copy is the limit): worker-path throughput
+#   bulk   tebench QoS, one class: 64 KiB and 4 MiB WRITE (--blocks), batch 1,
+#          1..N caller threads, migration intent (the worker path), unlimited
+#          links (the soft NIC's copy is the limit): worker-path throughput
 #   burst  the RFC's foreground/background burst as perf/run_burst_comparison.sh
 #          runs it scaled (1 foreground_get 4 KiB thread + 3 migration 4 MiB
 #          threads, two 4 Gb/s ports): foreground latency, background throughput
+#   idle   the idle CPU cost of an lcore (perf/scripts/idle_cpu.sh): an idle
+#          target, its lcores napping only (block_max_us: 0, the policy before the
+#          doorbell) and with the default policy (blocking until woken); with
+#          --baseline-tebench BIN also that binary's default (e.g. a build of main)
 # Prints a table, writes sweep.jsonl (one record per run, the tebench record
-# inside), sweep.md and sweep.png. The layouts come from the CPUs this process may
+# inside), idle.jsonl, sweep.md and sweep.png. The layouts come from the CPUs this process may
 # use: a small machine (< 8 CPUs) gets the 2-CPU set, a 16+ CPU node the set in
 # docs/perf/core-sweep.md (`lcores: auto` with 1/2/4 background lcores and each
 # rail mode). Builds nothing (ninja -C build first).
 #
 # usage: perf/run_core_sweep.sh [--build DIR] [--out DIR] [--quick]
 #          [--bulk-duration S] [--burst-duration S] [--warmup S] [--threads "1 2 4"]
-#          [--layouts "name ..."] [--workloads "bulk burst"] [--list]
+#          [--blocks "65536 4194304"] [--layouts "name ..."]
+#          [--workloads "bulk burst idle"] [--baseline-tebench BIN] [--list]
 #   --quick  1 s runs (a smoke test of the harness, not figures to keep)
 #   --list   print the layouts this machine gets and exit
 set -euo pipefail
@@ -30,7 +36,10 @@ burst_duration=5
 warmup=1
 threads=""
 only_layouts=""
-workloads="bulk burst"
+workloads="bulk burst idle"
+blocks="65536 4194304"
+baseline_tebench=""
+idle_seconds=5
 list=0
 
 die() { echo "run_core_sweep: $*" >&2; exit 1; }
@@ -39,15 +48,17 @@ while [ $# -gt 0 ]; do
   case "$1" in
     --build) need_value "$@"; build=$2; shift 2 ;;
     --out) need_value "$@"; out=$2; shift 2 ;;
-    --quick) bulk_duration=1; burst_duration=1; warmup=0.5; shift ;;
+    --quick) bulk_duration=1; burst_duration=1; warmup=0.5; idle_seconds=1; shift ;;
     --bulk-duration) need_value "$@"; bulk_duration=$2; shift 2 ;;
     --burst-duration) need_value "$@"; burst_duration=$2; shift 2 ;;
     --warmup) need_value "$@"; warmup=$2; shift 2 ;;
     --threads) need_value "$@"; threads=$2; shift 2 ;;
     --layouts) need_value "$@"; only_layouts=$2; shift 2 ;;
     --workloads) need_value "$@"; workloads=$2; shift 2 ;;
+    --blocks) need_value "$@"; blocks=$2; shift 2 ;;
+    --baseline-tebench) need_value "$@"; baseline_tebench=$2; shift 2 ;;
     --list) list=1; shift ;;
-    -h|--help) sed -n '2,25p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,32p' "$0"; exit 0 ;;
     *) die "unknown argument '$1' (try --help)" ;;
   esac
 done
@@ -91,7 +102,7 @@ if [ "$ncpu" -lt 8 ]; then
     add_layout 2bg-pinned yes shared 2 \
       "lcores: [{cpu: $first, pollers: [\"rail:*\", background]}, {cpu: $last, pollers: [background]}]"
   fi
-  : "${threads:=1 2 4}"
+  : "${threads:=1 2}"
 else
   # A node: `lcores: auto` pins near the devices; each rail mode, 1/2/4 background lcores.
   for bg in 1 2 4; do
@@ -126,7 +137,7 @@ fi
 [ -x "$tebench" ] || die "no $tebench; build first (ninja -C $build)"
 out=${out:-"$build/core-sweep"}
 mkdir -p "$out"
-rm -f "$out"/sweep.jsonl "$out"/raw-*.jsonl "$out"/*.log "$out"/*.yaml "$out"/sweep.md \
+rm -f "$out"/sweep.jsonl "$out"/idle.jsonl "$out"/raw-*.jsonl "$out"/*.log "$out"/*.yaml "$out"/sweep.md \
   "$out"/sweep.png
 
 # ---- configs -------------------------------------------------------------------
@@ -187,17 +198,18 @@ start_target() {  # $1 = workload; sets $segment
 }
 
 # ---- runs ----------------------------------------------------------------------
-bulk_classes() {  # $1 = threads
-  printf '[{"name":"bulk","threads":%d,"block_size":4194304,"batch_size":1,"intent_type":"migration","slo_us":0,"weight":1,"poll_mode":"yield"}]' "$1"
+bulk_classes() {  # $1 = threads, $2 = block size
+  printf '[{"name":"bulk","threads":%d,"block_size":%d,"batch_size":1,"intent_type":"migration","slo_us":0,"weight":1,"poll_mode":"yield"}]' "$1" "$2"
 }
 burst_classes='[{"name":"foreground","threads":1,"block_size":4096,"batch_size":1,"intent_type":"foreground_get","slo_us":300,"weight":4},{"name":"migration","threads":3,"block_size":4194304,"batch_size":2,"intent_type":"migration","slo_us":0,"weight":1,"poll_mode":"yield"}]'
 
 runs_total=0
 for w in $workloads; do
   case "$w" in
-    bulk) runs_total=$((runs_total + ${#selected[@]} * $(wc -w <<<"$threads"))) ;;
+    bulk) runs_total=$((runs_total + ${#selected[@]} * $(wc -w <<<"$threads") * $(wc -w <<<"$blocks"))) ;;
     burst) runs_total=$((runs_total + ${#selected[@]})) ;;
-    *) die "unknown workload '$w' (bulk, burst)" ;;
+    idle) runs_total=$((runs_total + 2 + $([ -n "$baseline_tebench" ] && echo 1 || echo 0))) ;;
+    *) die "unknown workload '$w' (bulk, burst, idle)" ;;
   esac
 done
 run_no=0
@@ -212,38 +224,57 @@ progress() {  # $1 = what
   echo "[$run_no/$runs_total] $1 (${elapsed} s elapsed$eta)"
 }
 
-one_run() {  # $1 = workload, $2 = layout entry, $3 = threads, $4 = classes JSON, $5 = duration
-  local name pinned rails bg yaml label raw
+one_run() {  # $1 = workload, $2 = layout entry, $3 = threads, $4 = classes JSON, $5 = duration, $6 = block
+  local name pinned rails bg yaml label raw log
   IFS='|' read -r name pinned rails bg yaml <<<"$2"
   write_layout_config "$1" "$name" "$yaml"
-  label="$1 $name threads=$3"
-  raw="$out/raw-$1-$name-$3.jsonl"
+  label="$1 $name block=$6 threads=$3"
+  raw="$out/raw-$1-$name-$6-$3.jsonl"
+  log="$out/$1-$name-$6-$3.log"
   progress "$label"
   if ! "$tebench" --target_seg_name="$segment" --backend=tent --xport_type=rdma \
       --config="$out/$1-$name.yaml" --op_type=write --total_buffer_size="$buffer" \
       --duration="$5" --warmup="$warmup" --start_num_threads="$3" --max_num_threads="$3" \
       --workload_classes_json="$4" --qos_output_jsonl="$raw" --run_label="$label" \
-      >"$out/$1-$name-$3.log" 2>&1; then
-    echo "    FAILED (log: $out/$1-$name-$3.log):"; tail -3 "$out/$1-$name-$3.log" | sed 's/^/    /'
+      >"$log" 2>&1; then
+    echo "    FAILED (log: $log):"; tail -3 "$log" | sed 's/^/    /'
     return 0
   fi
   "$py" "$helpers/core_sweep_report.py" append --out "$out/sweep.jsonl" --record "$raw" \
     --workload "$1" --layout "$name" --pinned "$pinned" --rails "$rails" --background "$bg" \
-    --threads "$3" --cpus "$allowed" --load "$(cut -d' ' -f1-3 /proc/loadavg)"
+    --threads "$3" --block "$6" --cpus "$allowed" --load "$(cut -d' ' -f1-3 /proc/loadavg)"
 }
 
 echo "core sweep: ${#selected[@]} layouts, workloads: $workloads; $ncpu CPUs allowed ($allowed); load $(cut -d' ' -f1-3 /proc/loadavg)"
 if [ -x "$topo" ]; then
-  echo "lcores: auto here: $("$topo" | "$py" -c 'import json,sys; a=json.load(sys.stdin)["lcores_auto"]; print(a.get("error") or "; ".join("cpu %d %s" % (l["cpu"], ",".join(l["pollers"])) for l in a["lcores"]))')"
+  { fabric 0; echo 'lcores: auto'; } >"$out/auto-probe.yaml"
+  echo "lcores: auto here: $("$topo" --config="$out/auto-probe.yaml" | "$py" -c 'import json,sys; a=json.load(sys.stdin)["lcores_auto"]; print(a.get("error") or "; ".join("cpu %d %s" % (l["cpu"], ",".join(l["pollers"])) for l in a["lcores"]))')"
 fi
+idle_run() {  # $1 = label, $2 = tebench, $3 = idle policy (YAML flow map or empty)
+  progress "idle $1"
+  "$helpers/idle_cpu.sh" --tebench "$2" --label "$1" --idle "$3" --seconds "$idle_seconds" \
+    --out "$out" --jsonl "$out/idle.jsonl" | sed 's/^/    /' || echo "    FAILED (logs in $out)"
+}
+
 for w in $workloads; do
+  if [ "$w" = idle ]; then
+    echo "== idle: two unpinned lcores of an idle target, CPU from /proc/PID/task/TID/stat"
+    [ -n "$baseline_tebench" ] && idle_run baseline-default "$baseline_tebench" ""
+    idle_run naps-only "$tebench" "{block_max_us: 0}"
+    idle_run default "$tebench" ""
+    continue
+  fi
   start_target "$w"
   echo "== $w: target $segment (link: $( [ "$w" = bulk ] && echo unlimited || echo '2 x 4 Gb/s, 2 us') )"
   for l in "${selected[@]}"; do
     if [ "$w" = bulk ]; then
-      for t in $threads; do one_run bulk "$l" "$t" "$(bulk_classes "$t")" "$bulk_duration"; done
+      for b in $blocks; do
+        for t in $threads; do
+          one_run bulk "$l" "$t" "$(bulk_classes "$t" "$b")" "$bulk_duration" "$b"
+        done
+      done
     else
-      one_run burst "$l" 4 "$burst_classes" "$burst_duration"
+      one_run burst "$l" 4 "$burst_classes" "$burst_duration" mixed
     fi
   done
   stop_target
@@ -253,7 +284,8 @@ trap - EXIT
 # ---- results -------------------------------------------------------------------
 [ -s "$out/sweep.jsonl" ] || die "no run succeeded (logs in $out)"
 echo
-"$py" "$helpers/core_sweep_report.py" table --in "$out/sweep.jsonl" --out "$out/sweep.md"
+"$py" "$helpers/core_sweep_report.py" table --in "$out/sweep.jsonl" --idle "$out/idle.jsonl" \
+  --out "$out/sweep.md"
 if "$py" -c 'import matplotlib' 2>/dev/null; then
   "$py" "$helpers/core_sweep_report.py" plot --in "$out/sweep.jsonl" --out "$out/sweep.png"
   png="$out/sweep.png"

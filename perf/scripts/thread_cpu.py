@@ -6,7 +6,7 @@ usage: thread_cpu.py --pid PID [--seconds S] [--match REGEX] [--json]
 Reads utime + stime of every thread (/proc/PID/task/TID/stat) at the start and
 at the end of the interval and prints, per thread, the share of one CPU it used
 (100 % = one core busy the whole time). --match keeps threads whose name
-matches (DPDK names lcore threads "lcore-worker-N"). --json prints one object:
+matches (DPDK 22.11 names lcore threads "rte-worker-N"). --json prints one object:
 {"seconds": S, "threads": [{"tid", "name", "cpu_pct"}], "total_pct"}.
 """
 import argparse
