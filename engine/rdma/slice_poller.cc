@@ -34,14 +34,16 @@ unsigned SlicePoller::enqueue(RdmaSlice* const* slices, unsigned n) noexcept {
   return taken;
 }
 
-// Nothing held and nothing posted: only enqueue() brings work, and it rings. A
-// direct WR a caller posts while the rail lcore blocks is reaped by that caller's
-// status poll (or by the rail lcore within idle.block_max_us).
+// Nothing held and nothing posted: only enqueue() brings work, and it rings. A rail
+// poller also naps while a direct lane of its contexts is in use (it reaps abandoned
+// and expired lanes, with or without direct.poll_by_rail). A lane acquired while the
+// rail lcore blocks is reaped by its caller's polls, or, if abandoned, by the rail
+// lcore within idle.block_max_us (markAbandoned() does not ring).
 bool SlicePoller::needsPolling_lc() const noexcept {
   if (held_.load(std::memory_order_relaxed) != 0) return true;
   for (uint32_t n : cq_inflight_)
     if (n != 0) return true;
-  if (kind_ != Kind::kRail || !dp_.config().direct.poll_by_rail) return false;
+  if (kind_ != Kind::kRail) return false;
   for (const RdmaContext* ctx : rail_contexts_)
     if (ctx->lanesInUse() != 0) return true;
   return false;
