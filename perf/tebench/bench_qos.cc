@@ -99,6 +99,7 @@ int runQos(const BenchOptions& o, BenchEngine& bench, const RemoteBuffer& remote
     m.thread_elapsed_s.push_back(outcome.results[i]->elapsed_s);
     outcome.results[i]->samples.appendTo(&m.transfer_ns);
     m.failed_transfers += outcome.results[i]->failed;
+    m.deadline_expired += outcome.results[i]->deadline_expired;
   }
   QosReport report = computeQosReport(o.classes, &measurements, o.qos_link_capacity_gbps);
   RunContext ctx = makeContext(o, outcome);
@@ -113,6 +114,13 @@ int runQos(const BenchOptions& o, BenchEngine& bench, const RemoteBuffer& remote
       (unsigned long long)o.request_interval_us, (unsigned long long)o.aggregate_interval_us);
   std::printf("%s", formatQosTable(report).c_str());
   printDirectSummary(ctx.direct);
+  for (const auto& r : report.classes) {
+    if (r.deadline_expired == 0) continue;
+    std::printf(
+        "deadline: class %s: %llu requests not started, their deadline had passed at "
+        "submit (TIMEOUT; counted as SLO misses, not failures)\n",
+        r.config.name.c_str(), (unsigned long long)r.deadline_expired);
+  }
   std::printf("%s", formatResources(ctx.resources).c_str());
   std::fflush(stdout);
 

@@ -106,6 +106,7 @@ json classJson(const ClassReport& r, const json& direct) {
       {"avg_inst_gbps", r.avg_inst_gbps},
       {"avg_us_from_inst_gbps", nullIfZero(r.avg_us_from_inst_gbps)},
       {"failed_transfers", r.failed_transfers},
+      {"deadline_expired", r.deadline_expired},
       {"elapsed_s", r.elapsed_s},
       {"direct", direct},
   };

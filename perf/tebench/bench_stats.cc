@@ -157,20 +157,21 @@ ClassReport computeClass(const WorkloadClass& c, ClassMeasurement* m) {
   r.latency = summarizeLatency(&m->transfer_ns);
   r.operations = r.latency.count;
   r.failed_transfers = m->failed_transfers;
+  r.deadline_expired = m->deadline_expired;
   r.transferred_bytes = r.operations * bytes_per_transfer;
   r.elapsed_s = mean(m->thread_elapsed_s);
   r.avg_inst_gbps = avgInstGbps(m->transfer_ns, bytes_per_transfer);
   r.avg_us_from_inst_gbps = avgLatencyFromInstUs(bytes_per_transfer, r.avg_inst_gbps);
   if (r.elapsed_s > 0) r.throughput_gbps = double(r.transferred_bytes) / 1e9 / r.elapsed_s;
 
-  const uint64_t attempts = r.operations + r.failed_transfers;
+  const uint64_t attempts = r.operations + r.failed_transfers + r.deadline_expired;
   uint64_t within = r.operations;
   if (c.slo_us != 0) {
     auto end = std::upper_bound(m->transfer_ns.begin(), m->transfer_ns.end(), c.slo_us * 1000);
     within = static_cast<uint64_t>(end - m->transfer_ns.begin());
   }
   r.slo_attainment = attempts ? double(within) / double(attempts) : 1.0;
-  if (c.slo_us == 0 && r.failed_transfers == 0) r.slo_attainment = 1.0;
+  if (c.slo_us == 0 && r.failed_transfers == 0 && r.deadline_expired == 0) r.slo_attainment = 1.0;
   if (r.elapsed_s > 0) r.goodput_gbps = double(within * bytes_per_transfer) / 1e9 / r.elapsed_s;
   r.weighted_goodput_gbps = r.goodput_gbps * c.weight;
   if (c.isolated_gbps)

@@ -102,6 +102,7 @@ struct ClassMeasurement {
   std::vector<double> thread_elapsed_s;  // each thread of the class
   std::vector<uint64_t> transfer_ns;     // completed transfers
   uint64_t failed_transfers = 0;         // count against SLO attainment, not bytes
+  uint64_t deadline_expired = 0;         // not started (deadline passed at submit): SLO misses
 };
 
 struct ClassReport {
@@ -109,6 +110,7 @@ struct ClassReport {
   uint64_t operations = 0;  // completed transfers (batches)
   uint64_t transferred_bytes = 0;
   uint64_t failed_transfers = 0;
+  uint64_t deadline_expired = 0;  // not started: their deadline had passed at submit
   double elapsed_s = 0;
   double throughput_gbps = 0;
   double avg_inst_gbps = 0;

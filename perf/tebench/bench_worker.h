@@ -81,6 +81,9 @@ struct Run {
 struct ThreadResult {
   LatencyLog samples;  // transfer durations (ns; whole us x 1000 with --tx_resolution=us)
   uint64_t failed = 0;
+  // Requests whose deadline_ns had passed when they were submitted: the engine did not
+  // start them (TIMEOUT). An expected outcome under load, an SLO miss, not a failure.
+  uint64_t deadline_expired = 0;
   uint64_t mismatches = 0;
   double elapsed_s = 0;
   std::atomic<uint64_t> completed{0};  // read by the progress printer

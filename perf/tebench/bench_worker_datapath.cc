@@ -37,12 +37,15 @@ class TransferLoop {
     run_->pacer.waitTurn();
     delayBeforeTransfer(run_->thread_delay_ns);
     int64_t duration_ns = 0;
+    expired_ = false;
     const bool ok = transfer(op, &duration_ns);
     if (ok && plan_.check && op == OpCode::READ) verify(record);
     if (record == nullptr) return;
     if (ok) {
       record->samples.record(recorded(duration_ns));
       record->completed.fetch_add(1, std::memory_order_relaxed);
+    } else if (expired_) {
+      ++record->deadline_expired;  // nothing moved: the bytes are not checked
     } else {
       ++record->failed;
     }
@@ -106,6 +109,8 @@ class TransferLoop {
       for (Request& r : requests_) r.deadline_ns = deadline;
     }
     Status s = run_->engine->submitTransfer(*batch, requests_);
+    submitted_late_ =
+        plan_.deadline_us != 0 && nowNs() >= t0 + static_cast<int64_t>(plan_.deadline_us * 1000);
     bool ok = s.ok();
     if (!ok) slowFail("submitTransfer: " + s.toString());
     int64_t t1 = t0;
@@ -127,6 +132,13 @@ class TransferLoop {
       }
       const TransferState state = st->state;
       if (state == TransferState::COMPLETED) return true;
+      if (state == TransferState::TIMEOUT && polls == 1 && submitted_late_) {
+        // The engine did not start it: its deadline had passed when submit looked
+        // (a TIMEOUT seen at the first poll of a submit that returned after the
+        // deadline; a timeout of a started WR takes direct/slice timeout_ms).
+        expired_ = true;
+        return false;
+      }
       if (state != TransferState::PENDING && state != TransferState::INITIAL) {
         slowFail(std::string("transfer ended ") + std::string(toString(state)));
         return false;
@@ -154,6 +166,8 @@ class TransferLoop {
   std::vector<Request> requests_;
   uint64_t iteration_ = 0;
   uint64_t seed_ = 0;
+  bool expired_ = false;         // the last transfer expired before it started
+  bool submitted_late_ = false;  // its submit returned after its deadline
 };
 
 }  // namespace

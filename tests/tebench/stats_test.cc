@@ -157,6 +157,21 @@ TEST(Qos, FailedTransfersCountAgainstAttainmentNotBytes) {
   EXPECT_DOUBLE_EQ(r.classes[1].throughput_gbps, 0);
 }
 
+// A request the engine did not start (its deadline had passed at submit) is an SLO
+// miss, like a failure, but moves no bytes and is reported on its own.
+TEST(Qos, ExpiredDeadlinesCountAgainstAttainmentAndAreReported) {
+  auto classes = twoClasses();
+  std::vector<ClassMeasurement> m(2);
+  m[0].thread_elapsed_s = {1.0};
+  m[0].transfer_ns.assign(8, 1000);
+  m[0].deadline_expired = 2;
+  QosReport r = computeQosReport(classes, &m, 0);
+  EXPECT_DOUBLE_EQ(r.classes[0].slo_attainment, 0.8);
+  EXPECT_EQ(r.classes[0].deadline_expired, 2u);
+  EXPECT_EQ(r.classes[0].failed_transfers, 0u);
+  EXPECT_EQ(r.classes[0].transferred_bytes, 8u * 4096);
+}
+
 TEST(Qos, DerivedAverageAndIsolationLeakage) {
   auto classes = twoClasses();
   classes[1].isolated_gbps = 20.0;
