@@ -157,6 +157,18 @@ inline TransferStatus waitTask(TransferEngineImpl& e, BatchId b, size_t task, do
   }
 }
 
+// Waits until `pred()` holds, yielding; false after `seconds` (a bound against a
+// hang, never a speed requirement: keep it generous).
+template <typename Pred>
+bool eventually(Pred pred, double seconds = 30) {
+  const auto end = std::chrono::steady_clock::now() + std::chrono::duration<double>(seconds);
+  while (!pred()) {
+    if (std::chrono::steady_clock::now() > end) return false;
+    std::this_thread::yield();
+  }
+  return true;
+}
+
 // Steps (manual mode) until no poller holds a slice, bounded.
 inline bool drainPollers(TransferEngineImpl& e, double seconds = 10) {
   auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(seconds);

@@ -21,16 +21,6 @@ namespace {
 
 constexpr size_t kBuf = 1 << 20;
 
-template <typename Pred>
-bool eventually(Pred pred, double seconds = 20) {
-  const auto end = std::chrono::steady_clock::now() + std::chrono::duration<double>(seconds);
-  while (!pred()) {
-    if (std::chrono::steady_clock::now() > end) return false;
-    std::this_thread::yield();
-  }
-  return true;
-}
-
 // An engine with one registered buffer.
 struct Node {
   explicit Node(const std::string& yaml) : engine(makeEngine(yaml)) {
