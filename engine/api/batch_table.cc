@@ -109,7 +109,7 @@ Result<BatchId> BatchTable::allocate(size_t capacity) {
   return (static_cast<uint64_t>(gen) << 32) | (static_cast<uint64_t>(*index) + 1);
 }
 
-Status BatchTable::free(BatchId id) {
+Status BatchTable::free(BatchId id, OnBusy on_busy, void* context) {
   BatchSlot* s = find(id);
   auto gen = static_cast<uint32_t>(id >> 32);
   // The generation moves to even first: the id is dead for every other caller, and
@@ -120,6 +120,7 @@ Status BatchTable::free(BatchId id) {
   }
   live_.fetch_sub(1, std::memory_order_relaxed);
   if (s->busy()) {  // slices in flight still reference its tasks
+    if (on_busy != nullptr) on_busy(context, *s);
     retiring_.fetch_add(1, std::memory_order_relaxed);
     push(retiring_head_, s->index);
   } else {

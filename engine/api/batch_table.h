@@ -46,8 +46,10 @@ class BatchTable {
   BatchTable& operator=(const BatchTable&) = delete;
 
   Result<BatchId> allocate(size_t capacity);
-  // NotFound for an id that is not live. A busy batch is kept until it drains.
-  Status free(BatchId id);
+  // NotFound for an id that is not live. A busy batch is kept until it drains;
+  // `on_busy(context, slot)` (when given) runs once for it, before it retires.
+  using OnBusy = void (*)(void* context, BatchSlot& slot);
+  Status free(BatchId id, OnBusy on_busy = nullptr, void* context = nullptr);
   // The live batch `id`, or nullptr. Lock-free, allocation-free.
   BatchSlot* find(BatchId id) const noexcept {
     const uint64_t slot = (id & 0xffffffffu);
@@ -57,7 +59,7 @@ class BatchTable {
     if ((gen & 1u) == 0 || s->generation.load(std::memory_order_acquire) != gen) return nullptr;
     return s;
   }
-  // Live plus retiring batches (tests: back to baseline after churn).
+  // Allocated and not freed; retiring ones (freed, slices in flight) apart.
   size_t liveBatches() const noexcept { return live_.load(std::memory_order_relaxed); }
   size_t retiringBatches() const noexcept { return retiring_.load(std::memory_order_relaxed); }
   // Batches whose slices drained are recycled; called by allocate() and free().

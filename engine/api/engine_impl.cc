@@ -112,11 +112,12 @@ Result<BatchId> TransferEngineImpl::allocateBatch(size_t capacity) {
 Status TransferEngineImpl::freeBatch(BatchId id) {
   // Slices still in flight: the batch retires until they drain, and the rail pollers
   // reap the direct WRs nobody will poll for any more.
-  if (BatchSlot* batch = batches_.find(id); batch != nullptr && batch->busy()) {
-    const size_t n = std::min(batch->count.load(std::memory_order_acquire), batch->capacity);
-    for (size_t i = 0; i < n; ++i) transport_->abandon(batch->tasks[i]);
-  }
-  return batches_.free(id);
+  auto abandonAll = [](void* transport, BatchSlot& batch) {
+    const size_t n = std::min(batch.count.load(std::memory_order_acquire), batch.capacity);
+    for (size_t i = 0; i < n; ++i)
+      static_cast<rdma::RdmaTransport*>(transport)->abandon(batch.tasks[i]);
+  };
+  return batches_.free(id, abandonAll, transport_.get());
 }
 
 rdma::RdmaTask* TransferEngineImpl::taskFor(BatchId id, size_t task_id) {
