@@ -194,6 +194,11 @@ struct DirectConfig {
   // false: only callers of getTransferStatus() poll the direct CQs (the RFC's
   // original scheme); true: each context's rail poller polls its direct CQ too.
   bool poll_by_rail = true;
+  // With poll_by_rail: the rail poller leaves a lane to its caller for this long after
+  // the post before it polls the direct CQ for it too (0 = at once). A spinning caller
+  // reaps its own completion; a rail lcore that raced it for every completion took
+  // the CQ's lock and lines from under it and kept itself awake doing so.
+  uint32_t rail_grace_us = 50;
 
   bool operator==(const DirectConfig&) const = default;
 };

@@ -416,6 +416,7 @@ void readDirect(MapReader& m, Config* c) {
   m.integer("timeout_ms", &d->timeout_ms, 1, kMaxTimeoutMs);
   m.boolean("create_qp", &d->create_qp);
   m.boolean("poll_by_rail", &d->poll_by_rail);
+  m.integer("rail_grace_us", &d->rail_grace_us, 0, kMaxTimeoutMs);
   checkCqDepth(m, "cq_depth", "qp_depth", d->cq_depth, requiredCqSizing(*c).direct_cq,
                "endpoints.max_per_context " + std::to_string(c->endpoints.max_per_context) +
                    " x direct.qp_depth " + std::to_string(d->qp_depth));

@@ -33,7 +33,7 @@ enum class DirectDecline : uint8_t {
 std::string_view toString(DirectDecline d) noexcept;
 
 struct DirectCounters {
-  std::atomic<uint64_t> attempted{0};
+  // attempted = succeeded + the fallbacks (DirectPath::fillStats)
   std::atomic<uint64_t> succeeded{0};
   std::atomic<uint64_t> fallback_lane_busy{0};
   std::atomic<uint64_t> fallback_endpoint_not_ready{0};
@@ -78,7 +78,8 @@ class DirectPath {
   DirectDecline plan_(RdmaTask& task, uint64_t now, DirectPlan& plan) noexcept;
   DirectDecline acquire_(RdmaTask& task, DirectPlan& plan) noexcept;
   void post_(RdmaTask& task, uint64_t now, DirectPlan& plan) noexcept;
-  unsigned pollContext(RdmaContext& ctx) noexcept;
+  // reap: also expire lanes past direct.timeout_ms (the rail poller always does).
+  unsigned pollContext(RdmaContext& ctx, bool reap) noexcept;
   void completeSlice(RdmaSlice* s, fabric::WcStatus status, uint64_t now) noexcept;
   void retryOrFail(RdmaTask& task, RdmaSlice* s, fabric::WcStatus status, uint64_t now) noexcept;
   void expire(RdmaContext& ctx, uint64_t now) noexcept;

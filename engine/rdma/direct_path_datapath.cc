@@ -1,16 +1,18 @@
 // Direct path datapath: trySubmitDirect() posts a latency-sensitive task on idle
 // direct lanes (all lanes acquired before any post), and direct completions are
 // handled exactly once by whoever polls the direct CQ (the caller through
-// getTransferStatus(), or the context's rail poller - always with poll_by_rail, and
-// otherwise for lanes whose caller may have stopped polling: canceled or failing
-// tasks, freed batches, expired WRs). A failed piece retries on the worker path
-// within workers.max_slice_retries, as a worker slice does.
+// getTransferStatus(), or the context's rail poller - with poll_by_rail for lanes
+// posted longer than rail_grace_us ago, and always for lanes whose caller may have
+// stopped polling: canceled or failing tasks, freed batches, expired WRs). A failed piece retries
+// on the worker path within workers.max_slice_retries, as a worker slice does.
+#include <algorithm>
 #include <bit>
 
 #include "engine/rdma/datapath_context.h"
 #include "engine/rdma/direct_path.h"
 #include "engine/rdma/rdma_context.h"
 #include "engine/rdma/rdma_endpoint.h"
+#include "engine/rdma/slice_poller.h"
 #include "engine/rdma/slicing.h"
 #include "tent/log.h"
 
@@ -19,40 +21,44 @@ namespace tent::rdma {
 namespace {
 
 thread_local uint32_t tls_direct_rr = 0;
+thread_local uint32_t tls_status_polls = 0;
 
+// No default member initializers: a plan's 64 lanes stay unwritten until plan_()
+// fills the ones it uses (zeroing them all cost a 2 KiB memset per submit).
 struct Lane {
-  RdmaContext* ctx = nullptr;
-  RdmaEndPoint* ep = nullptr;
-  RdmaSlice* slice = nullptr;
-  int slot = -1;
-  bool quota = false;
-  bool poster = false;  // holds the direct QP's single-poster token
+  RdmaContext* ctx;
+  RdmaEndPoint* ep;
+  RdmaSlice* slice;
+  int slot;
+  bool quota;
+  bool poster;  // holds the direct QP's single-poster token
 };
 
 }  // namespace
 
 struct DirectPlan {
   static constexpr size_t kMax = kMaxDevices;
-  Lane lanes[kMax];
-  uint32_t parts = 0;
+  Lane lanes[kMax];     // [0, filled) are written
+  uint32_t parts = 0;   // lanes the request needs
+  uint32_t filled = 0;  // lanes plan_() has written (== parts once it accepted)
 };
 
 // Undoes everything a plan holds: quotas, lanes, slices. Nothing was posted.
 static void releasePlan(const DatapathContext& dp, RdmaTask& task, DirectPlan& plan) noexcept {
-  for (uint32_t p = 0; p < plan.parts; ++p) {
+  for (uint32_t p = 0; p < plan.filled; ++p) {
     Lane& l = plan.lanes[p];
     if (l.poster) l.ep->releaseDirectPoster();
     if (l.quota) l.ep->returnDirectQuota();
     if (l.slot >= 0) l.ctx->releaseDirectLane(&task);
     if (l.slice) dp.slicePool().release(l.slice);
-    l = Lane{};
   }
+  plan.filled = 0;
 }
 
 DirectDecline DirectPath::trySubmitDirect(RdmaTask& task, uint64_t now) noexcept {
   const auto& cfg = dp_.config();
   const Request& req = task.request;
-  counters_.attempted.fetch_add(1, std::memory_order_relaxed);
+  // (attempted is not counted here: it is succeeded + the declines, fillStats())
   DirectDecline d = DirectDecline::kAccepted;
   DirectPlan plan;
   if (cfg.direct.mode == config::DirectMode::kOff)
@@ -101,8 +107,7 @@ DirectDecline DirectPath::plan_(RdmaTask& task, uint64_t now, DirectPlan& plan) 
         getEndpointForContextIndex(local, task.request.target_id, static_cast<uint32_t>(peer), now);
     // No ready endpoint, or a peer without a direct QP: the worker path serves it.
     if (!ep || !ep->directQp()) return DirectDecline::kEndpointNotReady;
-    plan.lanes[p].ctx = &dp_.context(local);
-    plan.lanes[p].ep = ep;
+    plan.lanes[plan.filled++] = Lane{&dp_.context(local), ep, nullptr, -1, false, false};
   }
   return DirectDecline::kAccepted;
 }
@@ -153,9 +158,10 @@ void DirectPath::post_(RdmaTask& task, uint64_t submit_ns, DirectPlan& plan) noe
     s->timed_out = false;
     s->endpoint = l.ep;
     s->qp_index = static_cast<uint32_t>(l.slot);
-    // Stamped at its own post (not at submit): the histogram and direct.timeout_ms
-    // measure this WR, however long the batch before it took.
-    const uint64_t now = steadyNowNs();
+    // Stamped with the task's own submit time (read per task, just before its plan,
+    // not at the start of the batch): the histogram and direct.timeout_ms measure this
+    // WR from there, however long the batch before it took, at one clock read per task.
+    const uint64_t now = submit_ns;
     s->enqueue_ns = submit_ns;
     s->post_ns = now;
     fabric::Sge sge{s->source_addr, static_cast<uint32_t>(s->length),
@@ -179,24 +185,31 @@ void DirectPath::post_(RdmaTask& task, uint64_t submit_ns, DirectPlan& plan) noe
 }
 
 unsigned DirectPath::pollContexts(const std::vector<RdmaContext*>& contexts) noexcept {
-  // Without poll_by_rail the callers poll - but a lane whose caller may have stopped
-  // (abandoned, or expired) is reaped here all the same: progress never depends on it.
-  const bool always = dp_.config().direct.poll_by_rail;
-  const uint64_t limit = uint64_t{dp_.config().direct.timeout_ms} * 1000000;
+  // A lane whose caller may have stopped (abandoned, or expired) is reaped here
+  // whatever the config says: progress never depends on the caller. With poll_by_rail
+  // the rail poller also takes over any lane older than rail_grace_us: before that
+  // its caller, if it spins, reaps it, and the rail lcore does not race it for the CQ.
+  const auto& cfg = dp_.config().direct;
+  const uint64_t timeout = uint64_t{cfg.timeout_ms} * 1000000;
+  const uint64_t grace =
+      cfg.poll_by_rail ? std::min<uint64_t>(uint64_t{cfg.rail_grace_us} * 1000, timeout) : timeout;
   const uint64_t now = steadyNowNs();
   unsigned n = 0;
   for (RdmaContext* ctx : contexts)
-    if (always || ctx->needsReaper(now, limit)) n += pollContext(*ctx);
+    if (ctx->needsReaper(now, grace)) n += pollContext(*ctx, true);
   return n;
 }
 
 unsigned DirectPath::pollTask(const RdmaTask& task) noexcept {
   uint64_t mask = task.direct_contexts.load(std::memory_order_acquire);
+  // A status poll that finds nothing costs no clock read; one in 64 also expires
+  // old lanes (the rail poller expires them every pass whatever callers do).
+  const bool reap = (++tls_status_polls & 63) == 0;
   unsigned n = 0;
   while (mask) {
     int i = std::countr_zero(mask);
     mask &= mask - 1;
-    n += pollContext(dp_.context(static_cast<size_t>(i)));
+    n += pollContext(dp_.context(static_cast<size_t>(i)), reap);
   }
   return n;
 }
@@ -207,18 +220,21 @@ void DirectPath::abandon(const RdmaTask& task) noexcept {
     int i = std::countr_zero(mask);
     mask &= mask - 1;
     dp_.context(static_cast<size_t>(i)).markAbandoned(&task);
+    // A blocked rail lcore would see the mark only at its next timed wake-up.
+    if (SlicePoller* rail = dp_.railPoller(static_cast<uint32_t>(i))) rail->wakeLcore();
   }
 }
 
-unsigned DirectPath::pollContext(RdmaContext& ctx) noexcept {
+unsigned DirectPath::pollContext(RdmaContext& ctx, bool reap) noexcept {
   fabric::WorkCompletion wc[16];
   // The CQ hands each completion to exactly one poller; all that follows runs once.
   int n = ctx.directCq()->poll(wc, 16);
+  if (n <= 0 && !reap) return 0;
   // After the poll: the completion time of what it returned (never before its post).
   const uint64_t now = steadyNowNs();
   for (int i = 0; i < n; ++i)
     completeSlice(reinterpret_cast<RdmaSlice*>(wc[i].wr_id), wc[i].status, now);
-  expire(ctx, now);
+  if (reap) expire(ctx, now);
   return n > 0 ? static_cast<unsigned>(n) : 0;
 }
 

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 
+#include "engine/common/ebr.h"
 #include "engine/rdma/rdma_context.h"
 #include "engine/rdma/slicing.h"
 
@@ -56,7 +57,40 @@ bool validAccess(MemoryAccess a) {
 
 LocalMemory::LocalMemory(std::vector<RdmaContext*> contexts, const topology::RailMap& rails)
     : contexts_(std::move(contexts)), rails_(rails) {
-  table_.store(std::make_shared<LocalBufferTable>());
+  std::lock_guard<std::mutex> lock(mu_);
+  publishLocked(std::make_shared<LocalBufferTable>());
+}
+
+LocalMemory::~LocalMemory() {
+  // The engine is closing: no datapath reader is left.
+  delete view_.load(std::memory_order_acquire);
+  for (auto& r : retired_) delete r.first;
+}
+
+std::shared_ptr<const LocalBufferTable> LocalMemory::table() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return table_;
+}
+
+size_t LocalMemory::retiredViews() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return retired_.size();
+}
+
+void LocalMemory::publishLocked(std::shared_ptr<const LocalBufferTable> table) {
+  table_ = table;
+  const LocalTableView* old =
+      view_.exchange(new LocalTableView{std::move(table)}, std::memory_order_acq_rel);
+  if (old) retired_.emplace_back(old, ebr::retire());
+  reapLocked();
+}
+
+void LocalMemory::reapLocked() {
+  std::erase_if(retired_, [](const auto& r) {
+    if (!ebr::quiescentSince(r.second)) return false;
+    delete r.first;
+    return true;
+  });
 }
 
 void LocalMemory::setIdentity(std::string segment_name, uint64_t instance) {
@@ -89,7 +123,7 @@ Status LocalMemory::registerBuffer(void* addr, size_t length, const Location& lo
   }
   {
     std::lock_guard<std::mutex> lock(mu_);
-    auto table = std::make_shared<LocalBufferTable>(*table_.load());
+    auto table = std::make_shared<LocalBufferTable>(*table_);
     for (const auto& other : table->buffers)
       if (b->addr < other->addr + other->length && other->addr < b->addr + length)
         return Status::AlreadyExists("register: range overlaps a registered buffer");
@@ -98,7 +132,7 @@ Status LocalMemory::registerBuffer(void* addr, size_t length, const Location& lo
     table->layouts.insert(table->layouts.begin() + (pos - table->buffers.begin()), b->layout);
     table->buffers.insert(pos, std::move(b));
     table->version = ++version_;
-    table_.store(std::move(table));
+    publishLocked(std::move(table));
   }
   if (on_change_) on_change_();
   return Status::OK();
@@ -107,7 +141,7 @@ Status LocalMemory::registerBuffer(void* addr, size_t length, const Location& lo
 Status LocalMemory::unregisterBuffer(void* addr) {
   {
     std::lock_guard<std::mutex> lock(mu_);
-    auto table = std::make_shared<LocalBufferTable>(*table_.load());
+    auto table = std::make_shared<LocalBufferTable>(*table_);
     auto it = std::find_if(table->buffers.begin(), table->buffers.end(), [&](const auto& b) {
       return b->addr == reinterpret_cast<uint64_t>(addr);
     });
@@ -116,7 +150,7 @@ Status LocalMemory::unregisterBuffer(void* addr) {
     table->layouts.erase(table->layouts.begin() + (it - table->buffers.begin()));
     table->buffers.erase(it);
     table->version = ++version_;
-    table_.store(std::move(table));
+    publishLocked(std::move(table));
   }
   if (on_change_) on_change_();
   return Status::OK();
@@ -146,7 +180,7 @@ metadata::SegmentDescriptor LocalMemory::buildDescriptor(const LocalBufferTable&
 }
 
 metadata::SegmentDescriptor LocalMemory::descriptor() const {
-  return buildDescriptor(*table_.load());
+  return buildDescriptor(*table());
 }
 
 std::vector<uint8_t> LocalMemory::encodedDescriptor(uint16_t version) const {

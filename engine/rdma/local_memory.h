@@ -1,6 +1,8 @@
 // Local memory: buffers registered on every device, the table the datapath resolves
 // sources against (an immutable snapshot, replaced on every change), and the local
-// segment descriptor peers fetch. Control path, any thread (one mutex).
+// segment descriptor peers fetch. Control path, any thread (one mutex); the datapath
+// reads the current snapshot through view() inside an EBR read section (one load,
+// no lock: a std::atomic<std::shared_ptr> load takes a spin lock and two atomics).
 #pragma once
 
 #include <atomic>
@@ -20,6 +22,13 @@ namespace tent::rdma {
 
 class RdmaContext;
 
+// What the datapath loads: the current snapshot. A task copies `table` (one
+// reference) to keep it for its slices; a replaced view is freed after an EBR grace
+// period, so a reader inside a section may use it without a reference.
+struct LocalTableView {
+  std::shared_ptr<const LocalBufferTable> table;
+};
+
 class LocalMemory {
  public:
   LocalMemory(std::vector<RdmaContext*> contexts, const topology::RailMap& rails);
@@ -32,7 +41,16 @@ class LocalMemory {
   Status registerBuffer(void* addr, size_t length, const Location& location, bool engine_allocated,
                         MemoryAccess access);
   Status unregisterBuffer(void* addr);
-  std::shared_ptr<const LocalBufferTable> table() const { return table_.load(); }
+  ~LocalMemory();
+  LocalMemory(const LocalMemory&) = delete;
+  LocalMemory& operator=(const LocalMemory&) = delete;
+
+  // The current snapshot, for the control path (takes the mutex).
+  std::shared_ptr<const LocalBufferTable> table() const;
+  // The datapath's: valid until the caller leaves its EBR read section.
+  const LocalTableView* view() const noexcept { return view_.load(std::memory_order_acquire); }
+  // Replaced views not freed yet (a reader may still be inside its section); for tests.
+  size_t retiredViews() const;
   metadata::SegmentDescriptor descriptor() const;
   std::vector<uint8_t> encodedDescriptor(uint16_t version) const;
   uint64_t instance() const noexcept { return instance_; }
@@ -46,9 +64,16 @@ class LocalMemory {
   std::string segment_name_;
   uint64_t instance_ = 0;
   std::function<void()> on_change_;
+  // Under mu_: publishes `table` and retires the view it replaces.
+  void publishLocked(std::shared_ptr<const LocalBufferTable> table);
+  // Under mu_: frees retired views no reader can still hold.
+  void reapLocked();
+
   mutable std::mutex mu_;
-  std::atomic<std::shared_ptr<const LocalBufferTable>> table_;
-  uint64_t version_ = 0;  // under mu_
+  std::shared_ptr<const LocalBufferTable> table_;  // under mu_; what view_ points at
+  std::atomic<const LocalTableView*> view_{nullptr};
+  std::vector<std::pair<const LocalTableView*, uint64_t>> retired_;  // view, EBR epoch
+  uint64_t version_ = 0;                                             // under mu_
 };
 
 }  // namespace tent::rdma

@@ -50,6 +50,7 @@ class RdmaTransport {
                         MemoryAccess access);
   Status unregisterBuffer(void* addr);
   std::shared_ptr<const LocalBufferTable> localTable() const { return local_->table(); }
+  const LocalMemory& localMemory() const noexcept { return *local_; }
   Result<SegmentId> openSegment(const std::string& name) { return control_->openSegment(name); }
   Status closeSegment(SegmentId id) { return control_->closeSegment(id); }
   Result<std::vector<SegmentBufferInfo>> segmentBuffers(SegmentId id);
@@ -101,8 +102,7 @@ class RdmaTransport {
   void detachPollers();
 
   Status resolveRequest(const Request& req, size_t index, RdmaTask& task,
-                        const std::shared_ptr<const LocalBufferTable>& local,
-                        uint64_t device_mask) noexcept;
+                        const LocalTableView& local, uint64_t device_mask) noexcept;
   Status submitWorker(RdmaTask& task, uint64_t now) noexcept;
   bool enqueueSlice(RdmaTask& task, RdmaSlice* slice) noexcept;
 

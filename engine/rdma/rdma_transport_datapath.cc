@@ -25,8 +25,7 @@ thread_local uint32_t tls_rr = 0;
 }  // namespace
 
 Status RdmaTransport::resolveRequest(const Request& req, size_t index, RdmaTask& task,
-                                     const std::shared_ptr<const LocalBufferTable>& local,
-                                     uint64_t device_mask) noexcept {
+                                     const LocalTableView& local, uint64_t device_mask) noexcept {
   // Messages are built only on failure: the accepted path allocates nothing.
   // datapath-lint: allow(allocation) called on error returns only
   auto where = [index] { return "request " + std::to_string(index) + ": "; };
@@ -34,7 +33,7 @@ Status RdmaTransport::resolveRequest(const Request& req, size_t index, RdmaTask&
   if (req.opcode != OpCode::READ && req.opcode != OpCode::WRITE)
     return Status::InvalidArgument(where() + "unknown opcode");
   auto source = reinterpret_cast<uint64_t>(req.source);
-  const LocalBuffer* lb = req.source ? local->find(source, req.length) : nullptr;
+  const LocalBuffer* lb = req.source ? local.table->find(source, req.length) : nullptr;
   if (!lb)
     return Status::InvalidArgument(where() + "source " + hexRange(req.source, req.length) +
                                    " is not inside registered local memory");
@@ -68,8 +67,8 @@ Status RdmaTransport::resolveRequest(const Request& req, size_t index, RdmaTask&
         std::to_string(std::min(config_->workers.block_size, datapath_->maxWrBytes())) +
         " bytes, more than workers.slice_pool (" + std::to_string(slice_pool_->capacity()) + ")");
   topology::LocationId location = topology::kAnyLocation;
-  (void)topology::bufferLocationForRange(local->layouts, source, req.length, &location);
-  task.local_table = local;
+  (void)topology::bufferLocationForRange(local.table->layouts, source, req.length, &location);
+  task.local_table = local.table;  // the task's reference: its slices outlive this section
   task.local_buffer = lb;
   task.target_buffer = static_cast<uint32_t>(tb - peer->descriptor.buffers.data());
   task.peer = std::move(peer);
@@ -82,7 +81,7 @@ Status RdmaTransport::resolveRequest(const Request& req, size_t index, RdmaTask&
 Status RdmaTransport::submitTransferTasks(std::span<const Request> requests, RdmaTask* tasks,
                                           uint64_t device_mask) noexcept {
   ebr::ReadSection section;
-  auto local = local_->table();
+  const LocalTableView& local = *local_->view();  // held by this read section
   for (size_t i = 0; i < requests.size(); ++i) {
     tasks[i].request = requests[i];
     TENT_RETURN_IF_ERROR(resolveRequest(requests[i], i, tasks[i], local, device_mask));

@@ -37,8 +37,8 @@ unsigned SlicePoller::enqueue(RdmaSlice* const* slices, unsigned n) noexcept {
 // Nothing held and nothing posted: only enqueue() brings work, and it rings. A rail
 // poller also naps while a direct lane of its contexts is in use (it reaps abandoned
 // and expired lanes, with or without direct.poll_by_rail). A lane acquired while the
-// rail lcore blocks is reaped by its caller's polls, or, if abandoned, by the rail
-// lcore within idle.block_max_us (markAbandoned() does not ring).
+// rail lcore blocks is reaped by its caller's polls; an abandoned one rings the rail
+// lcore (DirectPath::abandon).
 bool SlicePoller::needsPolling_lc() const noexcept {
   if (held_.load(std::memory_order_relaxed) != 0) return true;
   for (uint32_t n : cq_inflight_)
