@@ -272,6 +272,30 @@ std::string_view toString(FabricProvider p) noexcept {
   return "?";
 }
 
+std::string_view toString(PriorityLane p) noexcept {
+  switch (p) {
+    case PriorityLane::kAuto:
+      return "auto";
+    case PriorityLane::kOn:
+      return "on";
+    case PriorityLane::kOff:
+      return "off";
+  }
+  return "?";
+}
+
+bool priorityLaneOn(const Config& config) noexcept {
+  switch (config.workers.priority_lane) {
+    case PriorityLane::kOn:
+      return true;
+    case PriorityLane::kOff:
+      return false;
+    case PriorityLane::kAuto:
+      break;
+  }
+  return config.direct.mode != DirectMode::kOff;
+}
+
 std::string_view toString(DirectMode m) noexcept {
   switch (m) {
     case DirectMode::kAuto:

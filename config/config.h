@@ -154,6 +154,17 @@ struct TopologyConfig {
 
 // ---- transfer engine --------------------------------------------------------
 
+// Latency-sensitive requests (deadline_ns != 0 or FOREGROUND_GET) that take the worker
+// path - the direct path off, declined, or a direct piece falling back - are served by
+// their context's rail poller (its own ring and rail QP, never behind bulk: the RFC's
+// "tune worker priority scheduling" alternative) when the priority lane is on, and
+// queue with bulk on the background pollers when it is off (the pre-RFC engine).
+enum class PriorityLane : uint8_t {
+  kAuto,  // on, unless direct.mode is off: `direct.mode: off` alone is the pre-RFC engine
+  kOn,
+  kOff,
+};
+
 struct WorkerConfig {
   uint64_t block_size = 65536;    // slice size
   uint32_t ring_size = 8192;      // per poller work ring (power of two)
@@ -169,6 +180,7 @@ struct WorkerConfig {
   uint32_t device_error_threshold = 8;  // consecutive errors that pause a device
   uint32_t device_pause_ms = 1000;
   uint32_t slice_timeout_ms = 30000;  // software timeout of a posted worker slice
+  PriorityLane priority_lane = PriorityLane::kAuto;
   // (workers.post_batch was removed, issue 13: what one pass posts is bounded by
   // burst and by the QPs' free depth; the loader refuses the key.)
 
@@ -323,6 +335,9 @@ CqSizing requiredCqSizing(const Config& config);
 std::string_view toString(PollerKind k) noexcept;
 std::string_view toString(FabricProvider p) noexcept;
 std::string_view toString(DirectMode m) noexcept;
+std::string_view toString(PriorityLane p) noexcept;
+// workers.priority_lane resolved (auto: on unless direct.mode is off).
+bool priorityLaneOn(const Config& config) noexcept;
 std::string_view toString(LcoreMode m) noexcept;
 std::string_view toString(AutoRails r) noexcept;
 // "background", "rail:*", "rail:mlx5_0".

@@ -139,6 +139,8 @@ const EnumNames<LcoreMode> kLcoreModes = {{"eal", LcoreMode::kEal}, {"manual", L
 const EnumNames<FabricProvider> kProviders = {{"auto", FabricProvider::kAuto},
                                               {"verbs", FabricProvider::kVerbs},
                                               {"soft", FabricProvider::kSoft}};
+const EnumNames<PriorityLane> kPriorityLanes = {
+    {"auto", PriorityLane::kAuto}, {"on", PriorityLane::kOn}, {"off", PriorityLane::kOff}};
 const EnumNames<DirectMode> kDirectModes = {
     {"auto", DirectMode::kAuto}, {"off", DirectMode::kOff}, {"force", DirectMode::kForce}};
 
@@ -381,6 +383,7 @@ void readWorkers(MapReader& m, Config* c) {
   m.integer("device_error_threshold", &w->device_error_threshold, 1, 1 << 20);
   m.integer("device_pause_ms", &w->device_pause_ms, 0, kMaxTimeoutMs);
   m.integer("slice_timeout_ms", &w->slice_timeout_ms, 1, kMaxTimeoutMs);
+  m.choice("priority_lane", &w->priority_lane, kPriorityLanes);
   // Never read by the engine: what one pass posts is bounded by burst and the QPs' room.
   m.replacedBy("post_batch", "workers.burst (slices dequeued, hence at most posted, per pass)");
   if (w->burst > w->ring_size) {

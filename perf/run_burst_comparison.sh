@@ -1,10 +1,13 @@
 #!/usr/bin/env bash
 # The RFC's foreground/background burst comparison on the soft fabric with a
-# modeled link: one tebench target, then three initiator runs of the same
-# workload that differ only in how the foreground class is tagged:
+# modeled link: one tebench target, then four initiator runs of the same
+# workload that differ only in how the foreground class is tagged or routed:
 #   baseline  intent unspec, no deadline  -> worker path
 #   direct    intent foreground_get       -> direct path
 #   deadline  intent unspec, deadline_us  -> direct path (the RFC's other signal)
+#   priority  intent foreground_get, direct.mode off, workers.priority_lane on
+#             -> worker path, served by the rail poller ahead of bulk (the RFC's
+#                "tune worker priority scheduling" alternative: no direct QP)
 # then the RFC's metrics table (perf/scripts/compare.py) and the foreground
 # latency CDF (perf/scripts/plot_cdf.py). Builds nothing: scripts/main-job.sh
 # builds first and calls this.
@@ -69,7 +72,8 @@ py=/usr/bin/python3
 [ -x "$py" ] || py=python3
 out=${out:-"$build/burst-comparison"}
 mkdir -p "$out"
-rm -f "$out"/*.jsonl "$out"/*-latency.json "$out"/*.txt "$out"/comparison.md "$out"/foreground-cdf.png
+rm -f "$out"/*.jsonl "$out"/*-latency.json "$out"/*.txt "$out"/comparison.md "$out"/foreground-cdf.png \
+  "$out"/priority-lane.yaml
 
 # Every thread's region: 4 KiB per foreground thread, 2 x 4 MiB per migration thread.
 buffer=$(( (threads * 8 + 8) * 1024 * 1024 ))
@@ -97,7 +101,7 @@ done
 echo "target ready: segment $segment (log: $out/target.log)"
 grep '^#' "$out/target.log" || true
 
-# ---- the three runs ----------------------------------------------------------
+# ---- the four runs -----------------------------------------------------------
 classes() {  # $1 = foreground intent, $2 = foreground deadline_us
   # The RFC's JSON, field for field; deadline_us and poll_mode only when they
   # differ from the defaults (0, spin).
@@ -108,10 +112,25 @@ classes() {  # $1 = foreground intent, $2 = foreground deadline_us
     "$fg_threads" "$1" "$fg_extra" "$slo_us" "$bg_threads" "$bg_extra"
 }
 
-run() {  # $1 = label, $2 = file stem, $3 = intent, $4 = deadline_us
+# The priority run's initiator config: the given one with the direct path off and
+# the priority lane on (the target keeps the given config).
+priority_config="$out/priority-lane.yaml"
+"$py" - "$config" "$priority_config" <<'EOF' || die "cannot derive $priority_config (python3-yaml)"
+import sys, yaml
+with open(sys.argv[1]) as f:
+    c = yaml.safe_load(f) or {}
+c.setdefault("direct", {})["mode"] = "off"
+c.setdefault("workers", {})["priority_lane"] = "on"
+with open(sys.argv[2], "w") as f:
+    f.write("# " + sys.argv[1] + " with direct.mode: off and workers.priority_lane: on\n")
+    yaml.safe_dump(c, f, sort_keys=False)
+EOF
+
+run() {  # $1 = label, $2 = file stem, $3 = intent, $4 = deadline_us [, $5 = config]
+  local cfg=${5:-$config}
   echo
-  echo "== $1: foreground intent $3, deadline_us $4; $fg_threads + $bg_threads threads (migration polls: $bg_poll), ${duration} s =="
-  "$tebench" --target_seg_name="$segment" --backend=tent --xport_type=rdma --config="$config" \
+  echo "== $1: foreground intent $3, deadline_us $4; $fg_threads + $bg_threads threads (migration polls: $bg_poll), ${duration} s, config $cfg =="
+  "$tebench" --target_seg_name="$segment" --backend=tent --xport_type=rdma --config="$cfg" \
     --total_buffer_size="$buffer" --duration="$duration" --warmup="$warmup" \
     --start_num_threads="$threads" --max_num_threads="$threads" \
     --request_interval_us="$interval" --workload_classes_json="$(classes "$3" "$4")" \
@@ -123,6 +142,7 @@ echo "burst comparison, $mode: config $config"
 run baseline rdma-worker-baseline unspec 0
 run direct rdma-direct-foreground foreground_get 0
 run deadline rdma-direct-deadline unspec "$deadline_us"
+run priority rdma-worker-priority foreground_get 0 "$priority_config"
 stop_target
 trap - EXIT
 
@@ -132,19 +152,21 @@ echo "== comparison ($mode) =="
 "$py" "$top/perf/scripts/compare.py" --out "$out/comparison.md" \
   "baseline=$out/rdma-worker-baseline.jsonl" \
   "direct=$out/rdma-direct-foreground.jsonl" \
-  "deadline=$out/rdma-direct-deadline.jsonl"
+  "deadline=$out/rdma-direct-deadline.jsonl" \
+  "priority=$out/rdma-worker-priority.jsonl"
 if "$py" -c 'import matplotlib' 2>/dev/null; then
   "$py" "$top/perf/scripts/plot_cdf.py" --out "$out/foreground-cdf.png" \
     "baseline=$out/rdma-worker-baseline-latency.json" \
     "direct=$out/rdma-direct-foreground-latency.json" \
-    "deadline=$out/rdma-direct-deadline-latency.json" >/dev/null
+    "deadline=$out/rdma-direct-deadline-latency.json" \
+    "priority=$out/rdma-worker-priority-latency.json" >/dev/null
   png="$out/foreground-cdf.png"
 else
   png="(not drawn: python3-matplotlib is missing)"
 fi
 echo
 echo "results in $out:"
-echo "  JSONL:      rdma-worker-baseline.jsonl rdma-direct-foreground.jsonl rdma-direct-deadline.jsonl"
+echo "  JSONL:      rdma-worker-baseline.jsonl rdma-direct-foreground.jsonl rdma-direct-deadline.jsonl rdma-worker-priority.jsonl"
 echo "  latency:    *-latency.json (per-class CDF points)"
 echo "  table:      comparison.md"
 echo "  CDF plot:   $png"

@@ -32,7 +32,8 @@ class DatapathContext {
         contexts_(std::move(contexts)),
         segments_(segments),
         slices_(slices),
-        requests_(requests) {}
+        requests_(requests),
+        priority_lane_(config::priorityLaneOn(config)) {}
 
   // Set once at start-up (control path).
   void setPollers(std::vector<SlicePoller*> by_index, std::vector<SlicePoller*> rail_of_context) {
@@ -52,6 +53,8 @@ class DatapathContext {
   DirectPath& direct() const noexcept { return *direct_; }
   SlicePoller* railPoller(uint32_t context) const noexcept { return rail_of_context_[context]; }
   uint64_t maxWrBytes() const noexcept { return max_wr_bytes_; }
+  // workers.priority_lane, resolved: latency-sensitive worker slices go to rail pollers.
+  bool priorityLane() const noexcept { return priority_lane_; }
   const CompletionCounters& completions() const noexcept { return completions_; }
 
   // ---- endpoints ----
@@ -66,8 +69,8 @@ class DatapathContext {
   // Picks the device pair for a slice (first try and retries); false when none.
   bool routeSlice(RdmaSlice& slice, uint64_t now) const noexcept;
   uint64_t pausedMask(uint64_t now) const noexcept;
-  // The poller that carries the slice: its context's rail poller when latency-sensitive,
-  // else the background poller owning its endpoint slot.
+  // The poller that carries the slice: its context's rail poller when the task takes
+  // the priority lane, else the background poller owning its endpoint slot.
   SlicePoller* pollerFor(const RdmaTask& task, const RdmaSlice& slice) const noexcept;
   // Hands the slice to its poller; false when that poller's ring is full.
   bool enqueue(RdmaTask& task, RdmaSlice* slice) const noexcept;
@@ -86,6 +89,7 @@ class DatapathContext {
   std::vector<SlicePoller*> rail_of_context_;
   DirectPath* direct_ = nullptr;
   uint64_t max_wr_bytes_ = uint64_t{1} << 31;
+  const bool priority_lane_;
   CompletionCounters completions_;
 };
 

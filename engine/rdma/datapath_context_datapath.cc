@@ -68,8 +68,8 @@ bool DatapathContext::routeSlice(RdmaSlice& s, uint64_t now) const noexcept {
 }
 
 SlicePoller* DatapathContext::pollerFor(const RdmaTask& task, const RdmaSlice& s) const noexcept {
-  // Latency-sensitive fallbacks go to their context's rail poller, never behind bulk.
-  if (task.latency_sensitive) return rail_of_context_[s.local_device];
+  // The priority lane: the context's rail poller, never behind bulk.
+  if (task.priority_lane) return rail_of_context_[s.local_device];
   SegmentRecord* rec = segments_.find(s.segment);
   EndpointSlot* slot = rec ? rec->slot(s.local_device, s.peer_device) : nullptr;
   return slot ? by_index_[slot->owner] : nullptr;
@@ -78,7 +78,7 @@ SlicePoller* DatapathContext::pollerFor(const RdmaTask& task, const RdmaSlice& s
 bool DatapathContext::enqueue(RdmaTask& task, RdmaSlice* s) const noexcept {
   SlicePoller* p = pollerFor(task, *s);
   if (p == nullptr) return false;
-  if (task.latency_sensitive) p->countForeground();
+  if (task.priority_lane) p->countForeground();
   return p->enqueue(&s, 1) == 1;
 }
 

@@ -47,7 +47,8 @@ struct RdmaTask {
   uint32_t target_buffer = 0;  // index into peer->descriptor.buffers
   topology::LocationId location = topology::kAnyLocation;
   uint64_t device_mask = ~0ull;
-  bool latency_sensitive = false;
+  bool latency_sensitive = false;  // tries the direct path first (direct.mode's rule)
+  bool priority_lane = false;      // latency-sensitive, and its worker slices go to rail pollers
 
   // Direct path: the contexts whose lanes this task holds (bit = context index).
   std::atomic<bool> direct{false};

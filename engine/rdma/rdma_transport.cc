@@ -218,6 +218,9 @@ std::string pollerNames(const std::vector<std::unique_ptr<SlicePoller>>& pollers
 void RdmaTransport::fillStats(EngineStats* out) const {
   out->provider = std::string(provider_.name());
   out->link_model = provider_.linkModel();
+  out->paths = "direct.mode=" + std::string(config::toString(config_->direct.mode)) +
+               " workers.priority_lane=" + (datapath_->priorityLane() ? "on" : "off") +
+               (config_->workers.priority_lane == config::PriorityLane::kAuto ? " (auto)" : "");
   for (const auto& c : contexts_) out->devices.push_back(c->name());
   for (size_t l = 0; l < runtime_->lcoreCount(); ++l) {
     LcoreStatsView v;

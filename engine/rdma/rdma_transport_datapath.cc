@@ -75,6 +75,7 @@ Status RdmaTransport::resolveRequest(const Request& req, size_t index, RdmaTask&
   task.location = location;
   task.device_mask = device_mask;
   task.latency_sensitive = direct_->wantsDirect(req);
+  task.priority_lane = task.latency_sensitive && datapath_->priorityLane();
   return Status::OK();
 }
 

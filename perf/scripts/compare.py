@@ -141,8 +141,8 @@ def run_notes(labels, records, fg_name):
     for label, rec in zip(labels, records):
         fg, _ = split_classes(rec, fg_name)
         what = f"intent `{fg.get('intent_type', 'n/a')}`, deadline_us {fg.get('deadline_us', 'n/a')}"
-        lines.append(f"- {label}: foreground {what}; provider `{rec.get('provider', 'n/a')}`, "
-                     f"link `{rec.get('link_model', 'n/a')}`")
+        lines.append(f"- {label}: foreground {what}; paths `{rec.get('paths', 'n/a')}`; "
+                     f"provider `{rec.get('provider', 'n/a')}`, link `{rec.get('link_model', 'n/a')}`")
     return "\n".join(lines)
 
 

@@ -57,6 +57,7 @@ RunContext makeContext(const BenchOptions& o, const RunOutcome& outcome) {
   RunContext ctx;
   ctx.provider = outcome.after.provider;
   ctx.link_model = outcome.after.link_model;
+  ctx.paths = outcome.after.paths;
   ctx.devices = outcome.after.devices;
   ctx.lcores = lcoreDelta(outcome.before, outcome.after);
   ctx.cmdline = o.cmdline;

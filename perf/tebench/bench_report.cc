@@ -142,6 +142,7 @@ std::string formatEngineHeader(const EngineStats& stats) {
       "# link model: " + (stats.link_model.empty() ? std::string("(unknown)") : stats.link_model) +
       "\n";
   out += "# lcores: " + formatLcoreLayout(stats.lcores) + "\n";
+  if (!stats.paths.empty()) out += "# paths: " + stats.paths + "\n";
   return out;
 }
 
@@ -292,6 +293,7 @@ json qosRecordJson(const QosReport& report, const RunContext& ctx) {
       {"timestamp", utcNow()},
       {"provider", ctx.provider},
       {"link_model", ctx.link_model},
+      {"paths", ctx.paths},
       {"devices", ctx.devices},
       {"lcores", lcoresToJson(ctx.lcores)},
       {"op_type", ctx.op_type},

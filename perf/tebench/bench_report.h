@@ -35,6 +35,7 @@ std::string formatQosTable(const QosReport& report);
 struct RunContext {
   std::string provider;
   std::string link_model;
+  std::string paths;  // EngineStats::paths: direct.mode and the priority lane
   std::vector<std::string> devices;
   std::vector<LcoreStatsView> lcores;
   std::string cmdline;

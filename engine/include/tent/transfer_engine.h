@@ -171,6 +171,8 @@ struct ControlStats {
 struct EngineStats {
   std::string provider;    // "soft" / "verbs"
   std::string link_model;  // the provider's one-line link model
+  // How requests are routed: "direct.mode=auto workers.priority_lane=on (auto)".
+  std::string paths;
   std::vector<std::string> devices;
   std::vector<LcoreStatsView> lcores;
   WorkerPathStats worker;
