@@ -110,6 +110,34 @@ class CompareTest(unittest.TestCase):
         self.assertIn("no class named 'fg'", str(e.exception))
 
 
+class MessageRateTest(unittest.TestCase):
+    def test_rates_per_lcore_and_per_busy_second(self):
+        mr = load("message_rate")
+        rec = {"provider": "soft", "link_model": "soft0 payload=not-copied", "paths": "p",
+               "duration_s": 5.0,
+               "lcores": [{"lcore": 0, "cpu": 1, "pollers": "rail:soft0,background",
+                           "busy_cycles": 250, "idle_cycles": 750},
+                          {"lcore": 1, "cpu": 0, "pollers": "rail:soft1",
+                           "busy_cycles": 1, "idle_cycles": 1}],
+               "worker": {"slices_completed": 4_000_000, "slice_errors": 0},
+               "classes": [{"batch_size": 32, "threads": 1, "elapsed_s": 4.0,
+                            "failed_transfers": 0}]}
+        r = mr.row(rec)
+        self.assertEqual(r["rate"], 1_000_000)       # slices over the measured window
+        self.assertEqual(r["per_lcore"], 1_000_000)  # one lcore has a background poller
+        self.assertAlmostEqual(r["busy"], 0.25)
+        self.assertAlmostEqual(r["per_busy"], 4_000_000)
+        path = os.path.join(tempfile.mkdtemp(), "r.jsonl")
+        with open(path, "w") as f:
+            f.write(json.dumps(rec) + "\n")
+        buf = io.StringIO()
+        with redirect_stdout(buf):
+            mr.main([path])
+        self.assertIn("payload=not-copied", buf.getvalue())  # the label is in every table
+        self.assertIn("| 32 | 1 | 4000000 | 1,000,000 | 1,000,000 | 25.0 % | 4,000,000 | 0 |",
+                      buf.getvalue())
+
+
 class PlotTest(unittest.TestCase):
     def test_writes_png(self):
         try:
