@@ -169,6 +169,24 @@ for size in 4096 4194304; do
 done
 stop_all
 
+# ---- the machine's floor under those percentiles ----------------------------------------
+# The same clock around a busy wait as long as the direct run's Avg Tx, with the rest
+# of its loop (Avg Lat - Avg Tx) outside the window: what timer ticks and VM exits
+# alone do to such a window's P99/P999 on this machine (perf/timer_floor).
+floor_bin="$build/perf/timer_floor/timer_floor"
+read -r floor_lat floor_tx < <(awk '$1 == 4096 {print $5, $6; exit}' "$out/tent-direct-4096.log")
+if [ -x "$floor_bin" ] && [ -n "${floor_tx:-}" ]; then
+  floor_window=$(awk -v t="$floor_tx" 'BEGIN {printf "%.0f", t * 1000}')
+  floor_gap=$(awk -v l="$floor_lat" -v t="$floor_tx" 'BEGIN {g = (l - t) * 1000; printf "%.0f", g > 0 ? g : 0}')
+  cmd="$floor_bin $floor_window $floor_gap $duration"
+  echo "== machine floor: $cmd"
+  $cmd >"$out/floor-4096.log" 2>&1 || die "timer_floor failed: $(cat "$out/floor-4096.log")"
+  cat "$out/floor-4096.log"
+  record floor floor 4096 "$out/floor-4096.log" "$cmd"
+else
+  record floor floor 4096 - "no $floor_bin or no direct 4 KiB row"
+fi
+
 # ---- Mooncake TENT's tebench ---------------------------------------------------------
 if [ "$peer_ok" = 1 ]; then
   note_load "before Mooncake"

@@ -101,6 +101,17 @@ class TableTest(unittest.TestCase):
         self.assertIn("Avg Lat <= 0.5x Mooncake shm: not evaluated: a run is missing -> n/a", text)
         self.assertIn("P999 < 10 us: 30.0 us -> NOT met", text)
 
+    def test_machine_floor_row_and_p999_context(self):
+        self.tent("tent-direct", 4096, 2.5, 1.0, 0.8, 10.4)
+        self.log("floor", "floor", 4096,
+                 "timer floor: window_ns=800 gap_ns=200 duration_s=3 n=2358658 p50_us=0.91 "
+                 "p99_us=0.94 p999_us=10.25 max_us=101.1\n")
+        text, _ = self.render()
+        self.assertIn("| machine floor (no transfer) |", text)
+        self.assertIn("| this machine, no engine | - | 0.8 (window) | 0.9 | 10.2 | - | - |", text)
+        self.assertIn("P999 < 10 us: 10.4 us (the machine's floor for a 0.8 us window: "
+                      "P999 10.2 us) -> NOT met", text)
+
 
 def run_script(*args, env=None):
     full_env = dict(os.environ)
