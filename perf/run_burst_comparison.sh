@@ -79,25 +79,9 @@ rm -f "$out"/*.jsonl "$out"/*-latency.json "$out"/*.txt "$out"/comparison.md "$o
 buffer=$(( (threads * 8 + 8) * 1024 * 1024 ))
 
 # ---- target ------------------------------------------------------------------
-"$tebench" --backend=tent --xport_type=rdma --seg_type=DRAM --config="$config" \
-  --total_buffer_size="$buffer" >"$out/target.log" 2>&1 &
-target_pid=$!
-stop_target() {
-  if kill -0 "$target_pid" 2>/dev/null; then
-    kill -TERM "$target_pid" 2>/dev/null || true
-    wait "$target_pid" 2>/dev/null || true
-  fi
-}
-trap stop_target EXIT
-
-segment=""
-for _ in $(seq 1 300); do  # up to 30 s
-  segment=$(sed -n 's/^tebench target ready: segment=\([^ ]*\).*/\1/p' "$out/target.log")
-  [ -n "$segment" ] && break
-  kill -0 "$target_pid" 2>/dev/null || { cat "$out/target.log" >&2; die "the target exited"; }
-  sleep 0.1
-done
-[ -n "$segment" ] || { cat "$out/target.log" >&2; die "the target did not get ready in 30 s"; }
+# shellcheck source=perf/scripts/tebench_target.sh
+. "$top/perf/scripts/tebench_target.sh"
+start_tebench_target "$tebench" "$config" "$buffer" "$out/target.log"
 echo "target ready: segment $segment (log: $out/target.log)"
 grep '^#' "$out/target.log" || true
 

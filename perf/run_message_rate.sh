@@ -76,18 +76,9 @@ max_batch=1
 for b in $batches; do [ "$b" -gt "$max_batch" ] && max_batch=$b; done
 buffer=$(( (max_batch * threads * 4096 * 2) + (8 << 20) ))
 
-"$tebench" --backend=tent --xport_type=rdma --seg_type=DRAM --config="$config" \
-  --total_buffer_size="$buffer" >"$out/target.log" 2>&1 &
-target_pid=$!
-trap 'kill -TERM "$target_pid" 2>/dev/null || true; wait "$target_pid" 2>/dev/null || true' EXIT
-segment=""
-for _ in $(seq 1 300); do  # up to 30 s
-  segment=$(sed -n 's/^tebench target ready: segment=\([^ ]*\).*/\1/p' "$out/target.log")
-  [ -n "$segment" ] && break
-  kill -0 "$target_pid" 2>/dev/null || { cat "$out/target.log" >&2; die "the target exited"; }
-  sleep 0.1
-done
-[ -n "$segment" ] || die "the target did not get ready in 30 s (log: $out/target.log)"
+# shellcheck source=perf/scripts/tebench_target.sh
+. "$top/perf/scripts/tebench_target.sh"
+start_tebench_target "$tebench" "$config" "$buffer" "$out/target.log"
 
 for b in $batches; do
   classes="[{\"name\":\"bulk\",\"threads\":$threads,\"block_size\":4096,\"batch_size\":$b,\"intent_type\":\"migration\",\"slo_us\":0,\"weight\":1}]"
