@@ -166,14 +166,9 @@ write_layout_config() {  # $1 = workload, $2 = layout name, $3 = lcores YAML
 }
 
 # ---- target --------------------------------------------------------------------
+# shellcheck source=perf/scripts/tebench_target.sh
+. "$top/perf/scripts/tebench_target.sh"
 target_pid=""
-stop_target() {
-  if [ -n "$target_pid" ] && kill -0 "$target_pid" 2>/dev/null; then
-    kill -TERM "$target_pid" 2>/dev/null || true
-    wait "$target_pid" 2>/dev/null || true
-  fi
-  target_pid=""
-}
 trap stop_target EXIT
 
 max_threads=0
@@ -183,18 +178,7 @@ buffer=$(( (max_threads * 8 + 8) * 1024 * 1024 ))
 
 start_target() {  # $1 = workload; sets $segment
   write_target_config "$1"
-  "$tebench" --backend=tent --xport_type=rdma --seg_type=DRAM --config="$out/target-$1.yaml" \
-    --total_buffer_size="$buffer" >"$out/target-$1.log" 2>&1 &
-  target_pid=$!
-  segment=""
-  for _ in $(seq 1 300); do  # up to 30 s
-    segment=$(sed -n 's/^tebench target ready: segment=\([^ ]*\).*/\1/p' "$out/target-$1.log")
-    [ -n "$segment" ] && return 0
-    kill -0 "$target_pid" 2>/dev/null || { cat "$out/target-$1.log" >&2; die "the target exited"; }
-    sleep 0.1
-  done
-  cat "$out/target-$1.log" >&2
-  die "the target did not get ready in 30 s"
+  start_tebench_target "$tebench" "$out/target-$1.yaml" "$buffer" "$out/target-$1.log"
 }
 
 # ---- runs ----------------------------------------------------------------------

@@ -24,4 +24,5 @@ stop_target() {
     kill -TERM "$target_pid" 2>/dev/null || true
     wait "$target_pid" 2>/dev/null || true
   fi
+  target_pid=""
 }
