@@ -77,6 +77,9 @@ class DatapathContext {
   // Accounts the slice's result (bytes per device and intent, a missed deadline when
   // it completes its task late) and frees it. Its WR, if any, has completed.
   void finishSlice(RdmaSlice* slice, SliceResult result) const noexcept;
+  // finishSlice() without the release: the caller returns the slice to the pool
+  // (an lcore batches its pass's finished slices into one SlicePool::releaseBurst).
+  void accountSlice(RdmaSlice* slice, SliceResult result) const noexcept;
 
  private:
   const config::Config& config_;

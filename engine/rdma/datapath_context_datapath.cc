@@ -83,6 +83,11 @@ bool DatapathContext::enqueue(RdmaTask& task, RdmaSlice* s) const noexcept {
 }
 
 void DatapathContext::finishSlice(RdmaSlice* s, SliceResult result) const noexcept {
+  accountSlice(s, result);
+  slices_.release(s);
+}
+
+void DatapathContext::accountSlice(RdmaSlice* s, SliceResult result) const noexcept {
   RdmaTask& task = *s->task;
   const uint64_t bytes = result == SliceResult::kSuccess ? s->length : 0;
   const uint64_t deadline = task.request.deadline_ns;  // read before the task may go
@@ -92,7 +97,6 @@ void DatapathContext::finishSlice(RdmaSlice* s, SliceResult result) const noexce
   // Late but complete: the bytes are there; the deadline counts as missed.
   if (published == TransferState::COMPLETED && deadline != 0 && steadyNowNs() > deadline)
     completions_.countMissed();
-  slices_.release(s);
 }
 
 }  // namespace tent::rdma

@@ -51,7 +51,7 @@ bool updateSliceStatus(RdmaTask& task, uint64_t bytes, SliceResult result,
   return finished;
 }
 
-SlicePool::SlicePool(uint32_t capacity) : slices_(capacity), head_(0), available_(capacity) {
+SlicePool::SlicePool(uint32_t capacity) : slices_(capacity), head_(0) {
   for (uint32_t i = 0; i < capacity; ++i)
     slices_[i].free_next.store(i + 1 < capacity ? i + 1 : kNil, std::memory_order_relaxed);
   head_.store(capacity ? 0 : kNil, std::memory_order_relaxed);
@@ -64,10 +64,8 @@ RdmaSlice* SlicePool::allocate() noexcept {
     if (index == kNil) return nullptr;
     uint32_t next = slices_[index].free_next.load(std::memory_order_relaxed);
     uint64_t tagged = ((head >> 32) + 1) << 32 | next;  // the tag defeats ABA
-    if (head_.compare_exchange_weak(head, tagged, std::memory_order_acq_rel)) {
-      available_.fetch_sub(1, std::memory_order_relaxed);
+    if (head_.compare_exchange_weak(head, tagged, std::memory_order_acq_rel))
       return &slices_[index];
-    }
   }
 }
 
@@ -82,7 +80,34 @@ void SlicePool::release(RdmaSlice* slice) noexcept {
     uint64_t tagged = ((head >> 32) + 1) << 32 | index;
     if (head_.compare_exchange_weak(head, tagged, std::memory_order_acq_rel)) break;
   }
-  available_.fetch_add(1, std::memory_order_relaxed);
+}
+
+void SlicePool::releaseBurst(RdmaSlice* const* slices, uint32_t n) noexcept {
+  if (n == 0) return;
+  auto index = [&](const RdmaSlice* s) { return static_cast<uint32_t>(s - slices_.data()); };
+  for (uint32_t i = 0; i < n; ++i) {
+    RdmaSlice* s = slices[i];
+    s->task = nullptr;
+    s->endpoint = nullptr;
+    s->next = s->prev = nullptr;
+    if (i + 1 < n) s->free_next.store(index(slices[i + 1]), std::memory_order_relaxed);
+  }
+  RdmaSlice* last = slices[n - 1];
+  uint64_t head = head_.load(std::memory_order_relaxed);
+  for (;;) {
+    last->free_next.store(static_cast<uint32_t>(head), std::memory_order_relaxed);
+    uint64_t tagged = ((head >> 32) + 1) << 32 | index(slices[0]);
+    if (head_.compare_exchange_weak(head, tagged, std::memory_order_acq_rel)) break;
+  }
+}
+
+uint32_t SlicePool::available() const noexcept {
+  uint32_t n = 0;
+  // Bounded by the capacity: a walk that races a push or pop cannot loop.
+  for (uint32_t i = static_cast<uint32_t>(head_.load(std::memory_order_acquire));
+       i != kNil && n < capacity(); i = slices_[i].free_next.load(std::memory_order_relaxed))
+    ++n;
+  return n;
 }
 
 }  // namespace tent::rdma

@@ -115,14 +115,19 @@ class SlicePool {
 
   RdmaSlice* allocate() noexcept;  // nullptr when exhausted
   void release(RdmaSlice* slice) noexcept;
+  // Returns n slices with one CAS on the pool head (an lcore's finished slices of a pass).
+  void releaseBurst(RdmaSlice* const* slices, uint32_t n) noexcept;
   uint32_t capacity() const noexcept { return static_cast<uint32_t>(slices_.size()); }
-  uint32_t available() const noexcept { return available_.load(std::memory_order_relaxed); }
+  // Free slices, counted along the free list: exact only at rest (nothing allocating
+  // or releasing), for tests and leak checks. Not a counter on the hot path: one
+  // fetch_add per allocate and per release, on a line every caller and lcore shares,
+  // cost more than the CAS itself.
+  uint32_t available() const noexcept;
 
  private:
   static constexpr uint32_t kNil = 0xffffffffu;
   std::vector<RdmaSlice> slices_;
   std::atomic<uint64_t> head_;  // tag << 32 | index
-  std::atomic<uint32_t> available_;
 };
 
 }  // namespace tent::rdma

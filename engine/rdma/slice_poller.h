@@ -24,6 +24,8 @@ class DatapathContext;
 class RdmaContext;
 class RdmaEndPoint;
 
+// Written by the poller's lcore only (foreground_slices: by any submitting thread):
+// the lcore bumps its own with bumpLc(), a load and a store, no locked instruction.
 struct PollerCounters {
   std::atomic<uint64_t> slices_posted{0};
   std::atomic<uint64_t> slices_completed{0};
@@ -85,6 +87,8 @@ class SlicePoller final : public lcore::Poller {
   void complete_lc(RdmaSlice* s, fabric::WcStatus status, uint64_t now) noexcept;
   void failOrRetry_lc(RdmaSlice* s, uint64_t now) noexcept;
   void finish_lc(RdmaSlice* s, SliceResult result) noexcept;
+  // Returns the pass's finished slices to the pool (one CAS) and drops them from held_.
+  void flushFinished_lc() noexcept;
   void checkTimeouts_lc(uint64_t now) noexcept;
 
   // Intrusive lists: pending (singly linked; FIFO on background pollers, earliest
@@ -116,6 +120,10 @@ class SlicePoller final : public lcore::Poller {
   uint32_t chain_count_ = 0;
   uint64_t passes_ = 0;
   uint32_t rr_ = 0;
+  // Slices accounted this pass, returned to the pool together at its end.
+  static constexpr uint32_t kFinishBatch = 256;
+  std::array<RdmaSlice*, kFinishBatch> finished_{};
+  uint32_t finished_count_ = 0;
 
   PollerCounters counters_;
   std::atomic<uint64_t> held_{0};

@@ -17,6 +17,13 @@
 
 namespace tent::rdma {
 
+namespace {
+// A counter only this lcore writes: no locked read-modify-write needed.
+void bumpLc(std::atomic<uint64_t>& c, uint64_t n) noexcept {
+  c.store(c.load(std::memory_order_relaxed) + n, std::memory_order_relaxed);
+}
+}  // namespace
+
 lcore::PollResult SlicePoller::poll_lc() noexcept {
   // One read section per pass: endpoints and segment records this pass looks at
   // stay alive until it ends (the lcore's quiescent point).
@@ -27,6 +34,7 @@ lcore::PollResult SlicePoller::poll_lc() noexcept {
   work += pollDataCqs_lc(now);
   if (kind_ == Kind::kRail) work += dp_.direct().pollContexts(rail_contexts_);
   if ((++passes_ & 63) == 0) checkTimeouts_lc(now);
+  flushFinished_lc();
   return work ? lcore::PollResult::kBusy : lcore::PollResult::kIdle;
 }
 
@@ -165,7 +173,7 @@ SlicePoller::Stage SlicePoller::stageSlice_lc(RdmaSlice* s, uint64_t now) noexce
   }
   // `now` was read at the start of the pass: a slice enqueued since is younger than it.
   if (now > s->enqueue_ns && now - s->enqueue_ns > uint64_t{wcfg.slice_timeout_ms} * 1000000) {
-    counters_.slice_timeouts.fetch_add(1, std::memory_order_relaxed);
+    bumpLc(counters_.slice_timeouts, 1);
     finish_lc(s, SliceResult::kTimeout);
     return Stage::kGone;
   }
@@ -249,7 +257,7 @@ void SlicePoller::postChains_lc(uint64_t now) noexcept {
       s->post_ns = posted;
       ++cq_inflight_[chain.context->index()];
       pushInflight_lc(s);
-      counters_.slices_posted.fetch_add(1, std::memory_order_relaxed);
+      bumpLc(counters_.slices_posted, 1);
     }
   }
   chain_count_ = 0;
@@ -290,13 +298,13 @@ void SlicePoller::complete_lc(RdmaSlice* s, fabric::WcStatus status, uint64_t no
   if (s->endpoint) s->endpoint->noteCompletion(status);
   if (status == fabric::WcStatus::kSuccess) {
     ctx.recordSliceSuccess();
-    counters_.slices_completed.fetch_add(1, std::memory_order_relaxed);
-    counters_.bytes.fetch_add(s->length, std::memory_order_relaxed);
+    bumpLc(counters_.slices_completed, 1);
+    bumpLc(counters_.bytes, s->length);
     finish_lc(s, SliceResult::kSuccess);
     return;
   }
   TENT_DLOG(kEngine, "slice error %d on context %u", static_cast<int>(status), s->local_device);
-  counters_.slice_errors.fetch_add(1, std::memory_order_relaxed);
+  bumpLc(counters_.slice_errors, 1);
   ctx.recordSliceError(wcfg.device_error_threshold, uint64_t{wcfg.device_pause_ms} * 1000000, now);
   if (s->endpoint) dp_.requestReset(s->endpoint);
   failOrRetry_lc(s, now);
@@ -310,7 +318,7 @@ void SlicePoller::failOrRetry_lc(RdmaSlice* s, uint64_t now) noexcept {
     return;
   }
   ++s->retries;
-  counters_.slice_retries.fetch_add(1, std::memory_order_relaxed);
+  bumpLc(counters_.slice_retries, 1);
   if (!dp_.routeSlice(*s, now)) {
     finish_lc(s, SliceResult::kFailed);
     return;
@@ -319,8 +327,16 @@ void SlicePoller::failOrRetry_lc(RdmaSlice* s, uint64_t now) noexcept {
 }
 
 void SlicePoller::finish_lc(RdmaSlice* s, SliceResult result) noexcept {
-  dp_.finishSlice(s, result);
-  held_.fetch_sub(1, std::memory_order_relaxed);
+  dp_.accountSlice(s, result);
+  finished_[finished_count_++] = s;
+  if (finished_count_ == kFinishBatch) flushFinished_lc();
+}
+
+void SlicePoller::flushFinished_lc() noexcept {
+  if (finished_count_ == 0) return;
+  dp_.slicePool().releaseBurst(finished_.data(), finished_count_);
+  held_.fetch_sub(finished_count_, std::memory_order_relaxed);
+  finished_count_ = 0;
 }
 
 void SlicePoller::checkTimeouts_lc(uint64_t now) noexcept {
@@ -329,7 +345,7 @@ void SlicePoller::checkTimeouts_lc(uint64_t now) noexcept {
   while (inflight_head_ && now > inflight_head_->post_ns && now - inflight_head_->post_ns > limit) {
     RdmaSlice* s = inflight_head_;
     unlinkInflight_lc(s);
-    counters_.slice_timeouts.fetch_add(1, std::memory_order_relaxed);
+    bumpLc(counters_.slice_timeouts, 1);
     // The task fails with TIMEOUT, published once its WRs drain: the reset flushes this
     // one, and its completion (complete_lc) accounts the slice.
     s->task->recordError(TransferState::TIMEOUT);

@@ -1,5 +1,6 @@
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <set>
 #include <thread>
 #include <vector>
@@ -129,6 +130,55 @@ TEST(SlicePool, ConcurrentAllocateReleaseNeverDuplicates) {
   EXPECT_EQ(pool.available(), 64u);
   std::set<RdmaSlice*> seen;
   for (int i = 0; i < 64; ++i) EXPECT_TRUE(seen.insert(pool.allocate()).second);
+}
+
+// An lcore returns a pass's finished slices in one CAS (releaseBurst) while callers
+// allocate and release one at a time: no slice is handed out twice, none is lost.
+TEST(SlicePool, BurstReleaseBesideSingleAllocationsLosesAndDuplicatesNothing) {
+  constexpr uint32_t kCap = 256;
+  SlicePool pool(kCap);
+  std::atomic<uint32_t> owner[kCap] = {};  // 0 = free, else the holding thread + 1
+  std::atomic<bool> dup{false};
+  std::vector<RdmaSlice*> base;  // slice addresses, to map a slice to its index
+  for (uint32_t i = 0; i < kCap; ++i) base.push_back(pool.allocate());
+  std::sort(base.begin(), base.end());
+  pool.releaseBurst(base.data(), kCap);
+  EXPECT_EQ(pool.available(), kCap);
+  auto index = [&](RdmaSlice* s) {
+    return static_cast<size_t>(std::lower_bound(base.begin(), base.end(), s) - base.begin());
+  };
+  auto claim = [&](RdmaSlice* s, uint32_t who) {
+    uint32_t expected = 0;
+    if (!owner[index(s)].compare_exchange_strong(expected, who)) dup.store(true);
+  };
+  auto drop = [&](RdmaSlice* s) { owner[index(s)].store(0); };
+  std::vector<std::thread> threads;
+  for (uint32_t t = 1; t <= 3; ++t)
+    threads.emplace_back([&, t] {
+      std::vector<RdmaSlice*> held;
+      for (int k = 0; k < 20000; ++k) {
+        if (RdmaSlice* s = pool.allocate()) {
+          claim(s, t);
+          held.push_back(s);
+        }
+        if (held.size() >= (t == 1 ? 32u : 1u)) {  // thread 1 releases in bursts
+          for (RdmaSlice* s : held) drop(s);
+          if (t == 1)
+            pool.releaseBurst(held.data(), static_cast<uint32_t>(held.size()));
+          else
+            for (RdmaSlice* s : held) pool.release(s);
+          held.clear();
+        }
+      }
+      for (RdmaSlice* s : held) drop(s);
+      pool.releaseBurst(held.data(), static_cast<uint32_t>(held.size()));
+    });
+  for (auto& th : threads) th.join();
+  EXPECT_FALSE(dup.load());
+  EXPECT_EQ(pool.available(), kCap);
+  std::set<RdmaSlice*> seen;
+  for (uint32_t i = 0; i < kCap; ++i) EXPECT_TRUE(seen.insert(pool.allocate()).second);
+  EXPECT_EQ(pool.allocate(), nullptr);
 }
 
 }  // namespace
