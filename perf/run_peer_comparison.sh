@@ -110,6 +110,13 @@ stop_all() {
   pids=()
 }
 trap stop_all EXIT
+stop_pid() {  # one background process, leaving the others running
+  if kill -0 "$1" 2>/dev/null; then kill -TERM "$1" 2>/dev/null || true; fi
+  wait "$1" 2>/dev/null || true
+  local keep=() p
+  for p in "${pids[@]}"; do [ "$p" = "$1" ] || keep+=("$p"); done
+  pids=("${keep[@]}")
+}
 
 # wait_for LOG PID SED-EXPRESSION: prints the first match, waiting up to 30 s.
 wait_for() {
@@ -122,6 +129,36 @@ wait_for() {
   done
   cat "$1" >&2
   die "no ready line in $1 after 30 s"
+}
+
+# ---- ucx_perftest: the same-run anchor ---------------------------------------------------
+# ucp_put_bw runs right after tent's 4 MiB worker run (this VM's copy bandwidth moves by a
+# third within half a minute, so the 0.9x target compares neighbours); ucp_put_lat at the end.
+if [ "$skip_ucx" = 0 ] && ! command -v ucx_perftest >/dev/null; then
+  echo "run_peer_comparison: installing Debian's ucx-utils for ucx_perftest" >&2
+  apt-get install -y -q ucx-utils >"$out/apt.log" 2>&1 ||
+    die "apt-get install ucx-utils failed (log $out/apt.log); or pass --skip-ucx"
+fi
+ucx_run() {  # size test iterations
+  local log="$out/ucx-$1.log" port=$((20000 + RANDOM % 20000))
+  ucx_perftest -p "$port" >"$out/ucx-server-$1.log" 2>&1 &
+  local server=$!
+  pids+=("$server")
+  local cmd="ucx_perftest 127.0.0.1 -p $port -t $2 -s $1 -n $3"
+  echo "== UCX: $cmd"
+  # The server prints nothing before a client connects (its stdout is a file,
+  # block-buffered): retry while it is not listening yet.
+  local tries=0
+  until $cmd >"$log" 2>&1; do
+    tries=$((tries + 1))
+    if [ "$tries" -ge 50 ] || ! grep -qi "refused\|connect" "$log"; then
+      die "ucx_perftest failed: $(tail -5 "$log")"
+    fi
+    sleep 0.2
+  done
+  grep '^Final:' "$log" || true
+  stop_pid "$server"
+  record ucx "ucx-${2#ucp_put_}" "$1" "$log" "$cmd"
 }
 
 # ---- tent --------------------------------------------------------------------------
@@ -166,6 +203,10 @@ for size in 4096 4194304; do
   [ "$size" = 4096 ] && tent_run tent-direct-us "$size" --tent_intent_type=foreground_get \
     --tx_resolution=us
   tent_run tent-worker "$size" --tent_intent_type=unspec
+  if [ "$size" = 4194304 ] && [ "$skip_ucx" = 0 ]; then
+    note_load "before UCX bandwidth"
+    ucx_run 4194304 ucp_put_bw 3000
+  fi
 done
 stop_all
 
@@ -177,7 +218,7 @@ floor_bin="$build/perf/timer_floor/timer_floor"
 read -r floor_lat floor_tx < <(awk '$1 == 4096 {print $5, $6; exit}' "$out/tent-direct-4096.log")
 if [ -x "$floor_bin" ] && [ -n "${floor_tx:-}" ]; then
   floor_window=$(awk -v t="$floor_tx" 'BEGIN {printf "%.0f", t * 1000}')
-  floor_gap=$(awk -v l="$floor_lat" -v t="$floor_tx" 'BEGIN {g = (l - t) * 1000; printf "%.0f", g > 0 ? g : 0}')
+  floor_gap=$(awk -v l="$floor_lat" -v t="$floor_tx" 'BEGIN {g = (l - t) * 1000; printf "%.0f", (g > 0 ? g : 0)}')
   cmd="$floor_bin $floor_window $floor_gap $duration"
   echo "== machine floor: $cmd"
   $cmd >"$out/floor-4096.log" 2>&1 || die "timer_floor failed: $(cat "$out/floor-4096.log")"
@@ -215,35 +256,9 @@ else
 fi
 
 # ---- ucx_perftest ----------------------------------------------------------------------
-ucx_run() {  # size test iterations
-  local log="$out/ucx-$1.log" port=$((20000 + RANDOM % 20000))
-  ucx_perftest -p "$port" >"$out/ucx-server-$1.log" 2>&1 &
-  pids+=($!)
-  local cmd="ucx_perftest 127.0.0.1 -p $port -t $2 -s $1 -n $3"
-  echo "== UCX: $cmd"
-  # The server prints nothing before a client connects (its stdout is a file,
-  # block-buffered): retry while it is not listening yet.
-  local tries=0
-  until $cmd >"$log" 2>&1; do
-    tries=$((tries + 1))
-    if [ "$tries" -ge 50 ] || ! grep -qi "refused\|connect" "$log"; then
-      die "ucx_perftest failed: $(tail -5 "$log")"
-    fi
-    sleep 0.2
-  done
-  grep '^Final:' "$log" || true
-  stop_all
-  record ucx "ucx-${2#ucp_put_}" "$1" "$log" "$cmd"
-}
 if [ "$skip_ucx" = 0 ]; then
-  if ! command -v ucx_perftest >/dev/null; then
-    echo "run_peer_comparison: installing Debian's ucx-utils for ucx_perftest" >&2
-    apt-get install -y -q ucx-utils >"$out/apt.log" 2>&1 ||
-      die "apt-get install ucx-utils failed (log $out/apt.log); or pass --skip-ucx"
-  fi
-  note_load "before UCX"
+  note_load "before UCX latency"
   ucx_run 4096 ucp_put_lat 100000
-  ucx_run 4194304 ucp_put_bw 3000
 else
   for size in 4096 4194304; do record ucx ucx "$size" - "--skip-ucx"; done
 fi

@@ -167,6 +167,15 @@ class EndToEndTest(unittest.TestCase):
             self.assertIn("link_gbps=unlimited", run["result"]["link_model"])
             self.assertGreater(run["result"]["row"]["bw_gbps"], 0)
         self.assertIn("skipped", [x for x in record["runs"] if x["kind"] == "peer"][0])
+        # The machine floor: a window as long as the direct run's Avg Tx, the rest of its
+        # loop (Avg Lat - Avg Tx) outside it.
+        floor = [x for x in record["runs"] if x["kind"] == "floor"][0]
+        if "skipped" not in floor:
+            direct = [x for x in tent if x["key"] == "tent-direct" and x["block_size"] == 4096]
+            row = direct[0]["result"]["row"]
+            self.assertEqual(floor["result"]["window_ns"], round(row["avg_tx_us"] * 1000))
+            self.assertEqual(floor["result"]["gap_ns"],
+                             max(0, round((row["avg_lat_us"] - row["avg_tx_us"]) * 1000)))
         with open(os.path.join(out, "peer-comparison.md")) as f:
             self.assertIn("| tent worker path |", f.read())
 
