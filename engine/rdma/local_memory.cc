@@ -68,8 +68,8 @@ LocalMemory::~LocalMemory() {
 }
 
 std::shared_ptr<const LocalBufferTable> LocalMemory::table() const {
-  std::lock_guard<std::mutex> lock(mu_);
-  return table_;
+  std::lock_guard<std::mutex> lock(mu_);  // view_ changes only under it
+  return view_.load(std::memory_order_relaxed)->table;
 }
 
 size_t LocalMemory::retiredViews() const {
@@ -78,7 +78,6 @@ size_t LocalMemory::retiredViews() const {
 }
 
 void LocalMemory::publishLocked(std::shared_ptr<const LocalBufferTable> table) {
-  table_ = table;
   const LocalTableView* old =
       view_.exchange(new LocalTableView{std::move(table)}, std::memory_order_acq_rel);
   if (old) retired_.emplace_back(old, ebr::retire());
@@ -123,7 +122,7 @@ Status LocalMemory::registerBuffer(void* addr, size_t length, const Location& lo
   }
   {
     std::lock_guard<std::mutex> lock(mu_);
-    auto table = std::make_shared<LocalBufferTable>(*table_);
+    auto table = std::make_shared<LocalBufferTable>(*view_.load(std::memory_order_relaxed)->table);
     for (const auto& other : table->buffers)
       if (b->addr < other->addr + other->length && other->addr < b->addr + length)
         return Status::AlreadyExists("register: range overlaps a registered buffer");
@@ -141,7 +140,7 @@ Status LocalMemory::registerBuffer(void* addr, size_t length, const Location& lo
 Status LocalMemory::unregisterBuffer(void* addr) {
   {
     std::lock_guard<std::mutex> lock(mu_);
-    auto table = std::make_shared<LocalBufferTable>(*table_);
+    auto table = std::make_shared<LocalBufferTable>(*view_.load(std::memory_order_relaxed)->table);
     auto it = std::find_if(table->buffers.begin(), table->buffers.end(), [&](const auto& b) {
       return b->addr == reinterpret_cast<uint64_t>(addr);
     });

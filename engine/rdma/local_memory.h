@@ -70,8 +70,7 @@ class LocalMemory {
   void reapLocked();
 
   mutable std::mutex mu_;
-  std::shared_ptr<const LocalBufferTable> table_;  // under mu_; what view_ points at
-  std::atomic<const LocalTableView*> view_{nullptr};
+  std::atomic<const LocalTableView*> view_{nullptr};                 // replaced under mu_
   std::vector<std::pair<const LocalTableView*, uint64_t>> retired_;  // view, EBR epoch
   uint64_t version_ = 0;                                             // under mu_
 };
