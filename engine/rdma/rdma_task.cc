@@ -70,16 +70,7 @@ RdmaSlice* SlicePool::allocate() noexcept {
 }
 
 void SlicePool::release(RdmaSlice* slice) noexcept {
-  uint32_t index = static_cast<uint32_t>(slice - slices_.data());
-  slice->task = nullptr;
-  slice->endpoint = nullptr;
-  slice->next = slice->prev = nullptr;
-  uint64_t head = head_.load(std::memory_order_relaxed);
-  for (;;) {
-    slice->free_next.store(static_cast<uint32_t>(head), std::memory_order_relaxed);
-    uint64_t tagged = ((head >> 32) + 1) << 32 | index;
-    if (head_.compare_exchange_weak(head, tagged, std::memory_order_acq_rel)) break;
-  }
+  releaseBurst(&slice, 1);
 }
 
 void SlicePool::releaseBurst(RdmaSlice* const* slices, uint32_t n) noexcept {
