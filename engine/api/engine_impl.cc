@@ -1,6 +1,7 @@
 // Control path of the public API: engine construction, memory, segments, batches.
 #include "engine/api/engine_impl.h"
 
+#include "engine/common/clock.h"
 #include "lcore/idle.h"
 #include "tent/log.h"
 
@@ -8,6 +9,7 @@ namespace tent {
 
 Result<std::unique_ptr<TransferEngineImpl>> TransferEngineImpl::create(
     std::shared_ptr<const config::Config> config) {
+  clock::calibrate();  // before any engine timestamp: the clock it takes is then fixed
   std::unique_ptr<TransferEngineImpl> e(new TransferEngineImpl());
   e->config_ = std::move(config);
   TENT_RETURN_IF_ERROR(config::applyLogConfig(e->config_->log));
@@ -135,11 +137,11 @@ Result<TransferStatus> TransferEngineImpl::waitTransfer(BatchId id, size_t task_
   policy.sleep_min_us = 1;
   policy.sleep_max_us = 100;
   lcore::IdleBackoff backoff(policy);
-  const uint64_t deadline = rdma::steadyNowNs() + timeout_ns;
+  const uint64_t deadline = clock::engineNowNs() + timeout_ns;
   for (;;) {
     auto st = getTransferStatus(id, task_id);
     if (!st.ok() || st->state != TransferState::PENDING) return st;
-    if (rdma::steadyNowNs() >= deadline)
+    if (clock::engineNowNs() >= deadline)
       return Status::Timeout("task " + std::to_string(task_id) + " still pending");
     backoff.onIdle();
   }

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "engine/common/clock.h"
 #include "engine/common/ebr.h"
 #include "engine/control/control_plane.h"
 #include "engine/control/peer_segments.h"
@@ -55,7 +56,7 @@ void EndpointManager::handle(EndpointSlot* slot) {
     case SlotState::kConnecting:
       return;
     case SlotState::kBackoff:
-      if (rdma::steadyNowNs() < slot->retry_at_ns.load(std::memory_order_acquire)) return;
+      if (clock::engineNowNs() < slot->retry_at_ns.load(std::memory_order_acquire)) return;
       [[fallthrough]];
     case SlotState::kIdle:
       return connect(*slot);
@@ -224,7 +225,7 @@ void EndpointManager::retire(EndpointSlot& slot, RdmaEndPoint* ep, bool evicted)
   r.endpoints_live.fetch_sub(1, std::memory_order_relaxed);
   r.endpoints_retired.fetch_add(1, std::memory_order_relaxed);
   if (evicted) r.evictions.fetch_add(1, std::memory_order_relaxed);
-  draining_.push_back({ep, rdma::steadyNowNs(), false});
+  draining_.push_back({ep, clock::engineNowNs(), false});
   plane_.armReclaim();
 }
 
@@ -247,7 +248,7 @@ void EndpointManager::backoff(EndpointSlot& slot, const Status& why) {
   const auto& e = plane_.config().endpoints;
   const uint64_t delay =
       backoffDelayNs(slot.failures++, e.reconnect_initial_ms, e.reconnect_max_ms, rng_);
-  slot.retry_at_ns.store(rdma::steadyNowNs() + delay, std::memory_order_release);
+  slot.retry_at_ns.store(clock::engineNowNs() + delay, std::memory_order_release);
   setState(slot, SlotState::kBackoff);
   if (slot.failures == 1) {
     TENT_WARN(kEngine, "connect %s -> segment %lu device %u: %s (retrying with backoff)",
@@ -290,7 +291,7 @@ void EndpointManager::free(RdmaEndPoint* ep) {
 }
 
 void EndpointManager::step() {
-  const uint64_t now = rdma::steadyNowNs();
+  const uint64_t now = clock::engineNowNs();
   const uint64_t warn_ns = uint64_t{plane_.config().timeouts.endpoint_destroy_ms} * 1'000'000;
   std::erase_if(draining_, [&](Draining& d) {
     if (d.ep->drained()) {

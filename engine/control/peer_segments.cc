@@ -1,5 +1,6 @@
 #include "engine/control/peer_segments.h"
 
+#include "engine/common/clock.h"
 #include "engine/common/ebr.h"
 #include "engine/control/control_plane.h"
 #include "engine/control/endpoint_manager.h"
@@ -156,7 +157,7 @@ void PeerSegments::installLocal() {
   for (auto* ctx : plane_.deps().contexts) names.push_back(ctx->name());
   setView(*p->record,
           rdma::makePeerSegment(LOCAL_SEGMENT_ID, true, plane_.deps().local.descriptor(), names,
-                                rdma::steadyNowNs()));
+                                clock::engineNowNs()));
 }
 
 void PeerSegments::localChanged() {
@@ -212,7 +213,7 @@ Status PeerSegments::install(Peer& p, std::vector<uint8_t> bytes, bool new_recor
   std::vector<std::string> names;
   for (auto* ctx : plane_.deps().contexts) names.push_back(ctx->name());
   const auto devices = static_cast<uint32_t>(d->devices.size());
-  auto peer = rdma::makePeerSegment(p.id, false, std::move(d).value(), names, rdma::steadyNowNs());
+  auto peer = rdma::makePeerSegment(p.id, false, std::move(d).value(), names, clock::engineNowNs());
   if (new_record || p.record == nullptr || p.record->peer_devices != devices) {
     rdma::SegmentRecord* rec = makeRecord(p.id, devices);
     if (p.record) inheritSlots(*p.record, *rec);
@@ -279,7 +280,7 @@ void PeerSegments::onDown(Peer& p, const Status& why) {
   const uint64_t delay =
       backoffDelayNs(p.failures++, e.reconnect_initial_ms, e.reconnect_max_ms, rng_);
   if (p.record) {
-    p.record->retry_at_ns.store(rdma::steadyNowNs() + delay, std::memory_order_release);
+    p.record->retry_at_ns.store(clock::engineNowNs() + delay, std::memory_order_release);
     p.record->up.store(false, std::memory_order_release);
     plane_.endpoints().retireAll(*p.record);
   }

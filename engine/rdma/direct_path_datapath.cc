@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <bit>
 
+#include "engine/common/clock.h"
 #include "engine/rdma/datapath_context.h"
 #include "engine/rdma/direct_path.h"
 #include "engine/rdma/rdma_context.h"
@@ -193,7 +194,7 @@ unsigned DirectPath::pollContexts(const std::vector<RdmaContext*>& contexts) noe
   const uint64_t timeout = uint64_t{cfg.timeout_ms} * 1000000;
   const uint64_t grace =
       cfg.poll_by_rail ? std::min<uint64_t>(uint64_t{cfg.rail_grace_us} * 1000, timeout) : timeout;
-  const uint64_t now = steadyNowNs();
+  const uint64_t now = clock::engineNowNs();
   unsigned n = 0;
   for (RdmaContext* ctx : contexts)
     if (ctx->needsReaper(now, grace)) n += pollContext(*ctx, true);
@@ -231,7 +232,7 @@ unsigned DirectPath::pollContext(RdmaContext& ctx, bool reap) noexcept {
   int n = ctx.directCq()->poll(wc, 16);
   if (n <= 0 && !reap) return 0;
   // After the poll: the completion time of what it returned (never before its post).
-  const uint64_t now = steadyNowNs();
+  const uint64_t now = clock::engineNowNs();
   for (int i = 0; i < n; ++i)
     completeSlice(reinterpret_cast<RdmaSlice*>(wc[i].wr_id), wc[i].status, now);
   if (reap) expire(ctx, now);

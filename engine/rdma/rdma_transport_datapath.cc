@@ -4,6 +4,7 @@
 // at once and asks the control plane to refetch it.
 #include <thread>
 
+#include "engine/common/clock.h"
 #include "engine/common/ebr.h"
 #include "engine/rdma/rdma_transport.h"
 #include "engine/rdma/slicing.h"
@@ -42,7 +43,8 @@ Status RdmaTransport::resolveRequest(const Request& req, size_t index, RdmaTask&
     return Status::NotFound(where() + "segment " + std::to_string(req.target_id) + " is not open");
   auto peer = rec->peer();
   if (!rec->up.load(std::memory_order_acquire) || !peer) {
-    const uint64_t now = steadyNowNs(), at = rec->retry_at_ns.load(std::memory_order_relaxed);
+    const uint64_t now = clock::engineNowNs(),
+                   at = rec->retry_at_ns.load(std::memory_order_relaxed);
     return Status::Unavailable(
         where() + "segment " + (peer ? peer->name : std::string("?")) +
         " is unreachable; reconnecting" +
@@ -90,9 +92,10 @@ Status RdmaTransport::submitTransferTasks(std::span<const Request> requests, Rdm
   size_t starved = 0;
   for (size_t i = 0; i < requests.size(); ++i) {
     RdmaTask& task = tasks[i];
-    // Each task's own submit time: a late request in a long batch is judged by it.
-    const uint64_t now = steadyNowNs();
-    if (task.request.deadline_ns != 0 && task.request.deadline_ns <= now) {
+    // Each task's own submit time: a late request in a long batch is judged by it,
+    // on the deadline's own clock (steady_clock; the engine clock is for durations).
+    const uint64_t now = clock::engineNowNs();
+    if (task.request.deadline_ns != 0 && task.request.deadline_ns <= steadyNowNs()) {
       // Already late: not started (nothing posted, no byte moved), TIMEOUT at once.
       task.reset(task.request, 0);
       task.state.store(static_cast<uint8_t>(TransferState::TIMEOUT), std::memory_order_release);
@@ -151,9 +154,9 @@ Status RdmaTransport::submitWorker(RdmaTask& task, uint64_t now) noexcept {
 
 bool RdmaTransport::enqueueSlice(RdmaTask& task, RdmaSlice* s) noexcept {
   // Rings full: the pollers are draining them; wait a bounded time (backpressure).
-  const uint64_t give_up = steadyNowNs() + 1000000000ull;
+  const uint64_t give_up = clock::engineNowNs() + 1000000000ull;
   while (!datapath_->enqueue(task, s)) {
-    if (runtime_->manual() || steadyNowNs() > give_up || !datapath_->pollerFor(task, *s)) {
+    if (runtime_->manual() || clock::engineNowNs() > give_up || !datapath_->pollerFor(task, *s)) {
       datapath_->finishSlice(s, SliceResult::kFailed);
       return false;
     }
@@ -202,7 +205,7 @@ void RdmaTransport::abandon(RdmaTask& task) noexcept {
 RdmaEndPoint* RdmaTransport::getEndpointForContextIndex(uint32_t context, SegmentId segment,
                                                         uint32_t peer_device) noexcept {
   ebr::ReadSection section;
-  return direct_->getEndpointForContextIndex(context, segment, peer_device, steadyNowNs());
+  return direct_->getEndpointForContextIndex(context, segment, peer_device, clock::engineNowNs());
 }
 
 }  // namespace tent::rdma

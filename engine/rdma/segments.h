@@ -54,6 +54,8 @@ std::shared_ptr<const PeerSegment> makePeerSegment(SegmentId id, bool loopback,
 const metadata::RegionDescriptor& regionAt(const metadata::BufferDescriptor& buffer,
                                            uint64_t addr) noexcept;
 
+// std::chrono::steady_clock in ns: the clock of a request's deadline_ns, so only
+// deadline checks read it. Every other engine timestamp is clock::engineNowNs().
 uint64_t steadyNowNs() noexcept;
 
 }  // namespace tent::rdma

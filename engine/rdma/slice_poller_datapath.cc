@@ -4,6 +4,7 @@
 // slices past their software timeout. Nothing here blocks or allocates. A slice's
 // status is accounted only once its WR can no longer touch memory (completed or
 // flushed): a software timeout records TIMEOUT at once and waits for the flush.
+#include "engine/common/clock.h"
 #include "engine/common/ebr.h"
 #include "engine/rdma/datapath_context.h"
 #include "engine/rdma/direct_path.h"
@@ -28,7 +29,7 @@ lcore::PollResult SlicePoller::poll_lc() noexcept {
   // One read section per pass: endpoints and segment records this pass looks at
   // stay alive until it ends (the lcore's quiescent point).
   ebr::ReadSection section;
-  uint64_t now = steadyNowNs();
+  uint64_t now = clock::engineNowNs();
   unsigned work = drainRing_lc();
   work += postPending_lc(now);
   work += pollDataCqs_lc(now);
@@ -235,7 +236,7 @@ void SlicePoller::postChains_lc(uint64_t now) noexcept {
   for (uint32_t c = 0; c < chain_count_; ++c) {
     Chain& chain = chains_[c];
     const fabric::SendWr* bad = nullptr;
-    const uint64_t posted = steadyNowNs();  // the post itself, not the start of the pass
+    const uint64_t posted = clock::engineNowNs();  // the post itself, not the start of the pass
     int rc = chain.qp->postSend(chain.head, &bad);
     for (const fabric::SendWr* wr = chain.head; wr; wr = wr->next) {
       auto* s = reinterpret_cast<RdmaSlice*>(wr->wr_id);
@@ -274,7 +275,7 @@ unsigned SlicePoller::pollDataCqs_lc(uint64_t now) noexcept {
       TENT_DLOG(kEngine, "data CQ overflow on context %zu", i);
       continue;
     }
-    if (n > 0) now = steadyNowNs();  // completion time: after the poll that returned them
+    if (n > 0) now = clock::engineNowNs();  // completion time: after the poll that returned them
     for (int k = 0; k < n; ++k) {
       auto* s = reinterpret_cast<RdmaSlice*>(wc[k].wr_id);
       --cq_inflight_[i];

@@ -120,12 +120,14 @@ class TransferLoop {
     return ok;
   }
 
-  // Polls the batch's status until it leaves PENDING (as Mooncake's tebench
-  // does); *seen_ns is the clock right after the poll that saw it COMPLETED.
+  // Polls the batch's status until it leaves PENDING, as Mooncake's tebench does:
+  // no clock read between polls (one per 1024 for the stuck-transfer check), so
+  // *seen_ns is the clock right after the poll that saw it COMPLETED.
   bool waitBatch(BatchId batch, int64_t t0, int64_t* seen_ns) noexcept {
     for (uint64_t polls = 1;; ++polls) {
       auto st = run_->engine->getBatchTransferStatus(batch);
-      *seen_ns = nowNs();
+      const bool check_stuck = (polls & 1023) == 0;
+      if (!st.ok() || st->state != TransferState::PENDING || check_stuck) *seen_ns = nowNs();
       if (!st.ok()) {
         slowFail("getBatchTransferStatus: " + st.status().toString());
         return false;
@@ -143,7 +145,7 @@ class TransferLoop {
         slowFail(std::string("transfer ended ") + std::string(toString(state)));
         return false;
       }
-      if ((polls & 1023) == 0 && *seen_ns - t0 > run_->transfer_timeout_ns) {
+      if (check_stuck && *seen_ns - t0 > run_->transfer_timeout_ns) {
         for (size_t i = 0; i < requests_.size(); ++i) (void)run_->engine->cancelTransfer(batch, i);
         slowFail("a transfer stayed pending longer than --transfer_timeout");
         run_->abort.store(true);
