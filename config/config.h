@@ -119,6 +119,9 @@ struct SoftFabricConfig {
   // stays), to measure the engine's own per-slice cost as on a NIC that does the DMA.
   // The link model says so in every figure; transferred bytes are not delivered.
   bool copy_payload = true;
+  // Payload copies of at least this many bytes use non-temporal stores, as a NIC's DMA
+  // does not fill the CPU's caches; smaller ones stay cached (DDIO). 0 = never.
+  uint64_t stream_copy_min_bytes = 65536;
 
   bool operator==(const SoftFabricConfig&) const = default;
 };

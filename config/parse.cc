@@ -197,6 +197,7 @@ void readSoft(MapReader& m, SoftFabricConfig* s) {
   m.integer("max_message_bytes", &s->max_message_bytes, 4096, int64_t{1} << 31);
   m.text("shm_dir", &s->shm_dir, kAbsolutePath);
   m.boolean("copy_payload", &s->copy_payload);
+  m.integer("stream_copy_min_bytes", &s->stream_copy_min_bytes, 0, int64_t{1} << 31);
 }
 
 void readVerbs(MapReader& m, VerbsFabricConfig* v) {

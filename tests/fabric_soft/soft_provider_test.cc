@@ -82,7 +82,8 @@ TEST(SoftProvider, FactoryBuildsSoftDevicesWithInfo) {
   EXPECT_EQ(p.device(1).info().numa_node, 1);
   EXPECT_EQ(p.device(1).info().pci, "0000:5e:00.0");
   EXPECT_EQ(p.linkModel(),
-            "soft: soft0 link_gbps=100 latency_ns=2000; soft1 link_gbps=unlimited latency_ns=0");
+            "soft: soft0 link_gbps=100 latency_ns=2000; soft1 link_gbps=unlimited latency_ns=0; "
+            "payload copy non-temporal from 65536 B");
   EXPECT_NE(p.device(0).portIdentity(), p.device(1).portIdentity());
 }
 

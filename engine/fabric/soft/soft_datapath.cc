@@ -8,6 +8,7 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "engine/fabric/soft/soft_copy.h"
 #include "engine/fabric/soft/soft_internal.h"
 
 namespace tent::fabric::soft {
@@ -18,13 +19,14 @@ bool inside(const MrSnapshot& mr, uint64_t addr, uint64_t length) noexcept {
   return addr >= mr.addr && length <= mr.length && addr - mr.addr <= mr.length - length;
 }
 
-WcStatus copyLocal(WrOpcode op, const iovec* iov, uint32_t n, uint8_t* remote) noexcept {
+WcStatus copyLocal(WrOpcode op, const iovec* iov, uint32_t n, uint8_t* remote,
+                   uint64_t stream_min) noexcept {
   for (uint32_t i = 0; i < n; ++i) {
-    // memmove: a loopback WR may overlap its own source.
+    // dmaCopy has memmove semantics: a loopback WR may overlap its own source.
     if (op == WrOpcode::kRdmaWrite) {
-      std::memmove(remote, iov[i].iov_base, iov[i].iov_len);
+      dmaCopy(remote, iov[i].iov_base, iov[i].iov_len, stream_min);
     } else {
-      std::memmove(iov[i].iov_base, remote, iov[i].iov_len);
+      dmaCopy(iov[i].iov_base, remote, iov[i].iov_len, stream_min);
     }
     remote += iov[i].iov_len;
   }
@@ -204,12 +206,14 @@ WcStatus SoftQp::checkRemote(const SendWr& wr, uint64_t total, MrSnapshot* mr) c
 WcStatus SoftQp::copy(const SendWr& wr, const iovec* iov, uint64_t total,
                       const MrSnapshot& mr) noexcept {
   if (peer_->sameProcess()) {
-    return copyLocal(wr.opcode, iov, wr.num_sge, reinterpret_cast<uint8_t*>(wr.remote_addr));
+    return copyLocal(wr.opcode, iov, wr.num_sge, reinterpret_cast<uint8_t*>(wr.remote_addr),
+                     dev_->core->stream_copy_min_bytes);
   }
   if (mr.shm_id != 0) {
     if (uint8_t* base = peer_->segmentBase(mr.shm_id, mr.shm_length)) {
       return copyLocal(wr.opcode, iov, wr.num_sge,
-                       base + mr.shm_offset + (wr.remote_addr - mr.addr));
+                       base + mr.shm_offset + (wr.remote_addr - mr.addr),
+                       dev_->core->stream_copy_min_bytes);
     }
   }
   iovec remote{reinterpret_cast<void*>(wr.remote_addr), total};

@@ -148,6 +148,9 @@ struct ProviderCore {
   // fabric.soft.copy_payload: false (benchmarks) checks and completes WRs without
   // moving their bytes.
   bool copy_payload = true;
+  // fabric.soft.stream_copy_min_bytes: payload copies from this size on use
+  // non-temporal stores (soft_copy.h); 0 = never.
+  uint64_t stream_copy_min_bytes = 65536;
   FaultEngine faults;
 
   std::mutex mem_mutex;

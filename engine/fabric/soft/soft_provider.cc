@@ -156,7 +156,12 @@ class SoftProvider final : public Provider {
       }
       s += (i ? ";" : "") + std::string(buf);
     }
-    if (!core_->copy_payload) s += "; payload=not-copied (fabric.soft.copy_payload: false)";
+    if (!core_->copy_payload) {
+      s += "; payload=not-copied (fabric.soft.copy_payload: false)";
+    } else if (core_->stream_copy_min_bytes != 0) {
+      s +=
+          "; payload copy non-temporal from " + std::to_string(core_->stream_copy_min_bytes) + " B";
+    }
     return s;
   }
 
@@ -270,6 +275,7 @@ Result<std::unique_ptr<Provider>> createSoftProvider(const config::SoftFabricCon
   core->retry_budget_ns = uint64_t{config.retry_budget_ms} * 1'000'000ull;
   core->max_message_bytes = config.max_message_bytes;
   core->copy_payload = config.copy_payload;
+  core->stream_copy_min_bytes = config.stream_copy_min_bytes;
   std::vector<std::unique_ptr<SoftDevice>> made;
   for (uint32_t i = 0; i < devices.size(); ++i) {
     auto state = createDeviceState(core, devices[i], i);
