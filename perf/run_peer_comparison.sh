@@ -7,7 +7,8 @@
 # markdown and JSON record. Builds nothing.
 #
 # usage: perf/run_peer_comparison.sh [--build DIR] [--tebench PATH] [--peer PATH]
-#          [--config FILE] [--out DIR] [--duration S] [--warmup S] [--skip-ucx] [--dry-run]
+#          [--config FILE] [--out DIR] [--duration S] [--warmup S] [--bw-rounds N]
+#          [--skip-ucx] [--dry-run]
 #   --peer      Mooncake TENT's tebench; default $TENT_PEER_TEBENCH, else
 #               <repo>/../peer/build/mooncake-transfer-engine/benchmark/tebench.
 #               Not found: its rows are skipped with a message saying how to
@@ -15,6 +16,8 @@
 #   --duration  measured seconds per run (default 3; whole seconds when the peer
 #               runs, as its --duration is an integer)
 #   --warmup    tent's warm-up seconds (default 1, Mooncake's fixed warm-up)
+#   --bw-rounds rounds of the 4 MiB pair, tent worker path then ucp_put_bw
+#               (default 3): the target is the median of the rounds' ratios
 #   --skip-ucx  no ucx_perftest rows (otherwise Debian's ucx-utils is installed when missing)
 #   --dry-run   print what would run and the peer's status, run nothing
 set -euo pipefail
@@ -27,6 +30,7 @@ config=""
 out=""
 duration=3
 warmup=1
+bw_rounds=3
 skip_ucx=0
 dry_run=0
 buffer=67108864  # 64 MiB on each side, both tools: room for one 4 MiB region
@@ -42,13 +46,17 @@ while [ $# -gt 0 ]; do
     --out) need_value "$@"; out=$2; shift 2 ;;
     --duration) need_value "$@"; duration=$2; shift 2 ;;
     --warmup) need_value "$@"; warmup=$2; shift 2 ;;
+    --bw-rounds) need_value "$@"; bw_rounds=$2; shift 2 ;;
     --skip-ucx) skip_ucx=1; shift ;;
     --dry-run) dry_run=1; shift ;;
-    -h|--help) sed -n '2,22p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,25p' "$0"; exit 0 ;;
     *) die "unknown argument '$1' (try --help)" ;;
   esac
 done
 
+case "$bw_rounds" in
+  ""|*[!0-9]*|0) die "--bw-rounds $bw_rounds: a whole number of rounds, at least 1" ;;
+esac
 tebench=${tebench:-"$build/perf/tebench/tebench"}
 [ -x "$tebench" ] || die "no tent tebench at $tebench; build first (ninja -C $build)"
 py=/usr/bin/python3
@@ -87,6 +95,7 @@ if [ "$dry_run" = 1 ]; then
   fi
   [ "$skip_ucx" = 1 ] && echo "ucx:   skipped (--skip-ucx)" ||
     echo "ucx:   ucx_perftest -t ucp_put_lat -s 4096; ucx_perftest -t ucp_put_bw -s 4194304"
+  echo "4 MiB: $bw_rounds rounds of tent worker path then ucp_put_bw"
   exit 0
 fi
 
@@ -132,16 +141,18 @@ wait_for() {
 }
 
 # ---- ucx_perftest: the same-run anchor ---------------------------------------------------
-# ucp_put_bw runs right after tent's 4 MiB worker run (this VM's copy bandwidth moves by a
-# third within half a minute, so the 0.9x target compares neighbours); ucp_put_lat at the end.
+# ucp_put_bw runs right after each of tent's 4 MiB worker runs (this VM's copy bandwidth
+# moves by a third within seconds, so the 0.9x target compares neighbours, in --bw-rounds
+# rounds, by the median of their ratios); ucp_put_lat at the end.
 if [ "$skip_ucx" = 0 ] && ! command -v ucx_perftest >/dev/null; then
   echo "run_peer_comparison: installing Debian's ucx-utils for ucx_perftest" >&2
   apt-get install -y -q ucx-utils >"$out/apt.log" 2>&1 ||
     die "apt-get install ucx-utils failed (log $out/apt.log); or pass --skip-ucx"
 fi
-ucx_run() {  # size test iterations
-  local log="$out/ucx-$1.log" port=$((20000 + RANDOM % 20000))
-  ucx_perftest -p "$port" >"$out/ucx-server-$1.log" 2>&1 &
+ucx_run() {  # size test iterations [key]
+  local key=${4:-ucx}
+  local log="$out/$key-$1.log" port=$((20000 + RANDOM % 20000))
+  ucx_perftest -p "$port" >"$out/$key-server-$1.log" 2>&1 &
   local server=$!
   pids+=("$server")
   local cmd="ucx_perftest 127.0.0.1 -p $port -t $2 -s $1 -n $3"
@@ -158,11 +169,13 @@ ucx_run() {  # size test iterations
   done
   grep '^Final:' "$log" || true
   stop_pid "$server"
-  record ucx "ucx-${2#ucp_put_}" "$1" "$log" "$cmd"
+  record "$key" "ucx-${2#ucp_put_}" "$1" "$log" "$cmd"
 }
 
 # ---- tent --------------------------------------------------------------------------
+own_config=""
 if [ -z "$config" ]; then
+  own_config=1
   config="$out/soft-1rail-unlimited.yaml"
   cat >"$config" <<'EOF'
 # Written by perf/run_peer_comparison.sh: the soft fabric, one device, unlimited link.
@@ -202,10 +215,29 @@ for size in 4096 4194304; do
   tent_run tent-direct "$size" --tent_intent_type=foreground_get
   [ "$size" = 4096 ] && tent_run tent-direct-us "$size" --tent_intent_type=foreground_get \
     --tx_resolution=us
-  tent_run tent-worker "$size" --tent_intent_type=unspec
-  if [ "$size" = 4194304 ] && [ "$skip_ucx" = 0 ]; then
-    note_load "before UCX bandwidth"
-    ucx_run 4194304 ucp_put_bw 3000
+  [ "$size" = 4096 ] && tent_run tent-worker "$size" --tent_intent_type=unspec
+done
+# The soft NIC streams payload copies of 64 KiB and more (non-temporal stores, as DMA
+# fills no CPU cache: fabric.soft.stream_copy_min_bytes); ucp_put_bw copies through the
+# cache. So the table also shows tent's worker path with cached copies (the initiator
+# copies a WRITE, so only its config changes), run once, before the rounds.
+if [ -n "$own_config" ]; then
+  cached_config="$out/soft-1rail-unlimited-cached-copy.yaml"
+  sed 's/^  soft:$/  soft:\n    stream_copy_min_bytes: 0/' "$config" >"$cached_config"
+  streamed_config=$config
+  config=$cached_config
+  tent_run tent-worker-cached 4194304 --tent_intent_type=unspec
+  config=$streamed_config
+else
+  record tent-worker-cached tent 4194304 - "--config given: its copy setting is the user's"
+fi
+for round in $(seq 1 "$bw_rounds"); do
+  suffix=$([ "$round" = 1 ] || echo "-r$round")
+  echo "== 4 MiB round $round of $bw_rounds"
+  tent_run "tent-worker$suffix" 4194304 --tent_intent_type=unspec
+  if [ "$skip_ucx" = 0 ]; then
+    [ "$round" = 1 ] && note_load "before UCX bandwidth"
+    ucx_run 4194304 ucp_put_bw 3000 "ucx$suffix"
   fi
 done
 stop_all
@@ -270,7 +302,7 @@ commit=$(git -C "$top" rev-parse --short HEAD 2>/dev/null || echo unknown)
 "$py" "$top/perf/scripts/peer_table.py" --manifest "$manifest" --load "$load" \
   --meta "date=$(date -u +%Y-%m-%dT%H:%M:%SZ)" --meta "commit=$commit" \
   --meta "host=$(nproc) CPUs, $(uname -r)" \
-  --meta "command=perf/run_peer_comparison.sh --duration $duration --warmup $warmup" \
+  --meta "command=perf/run_peer_comparison.sh --duration $duration --warmup $warmup --bw-rounds $bw_rounds" \
   --meta "tent config=$config" \
   --out-md "$out/peer-comparison.md" --out-json "$out/peer-comparison.json"
 echo

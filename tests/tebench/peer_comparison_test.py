@@ -92,6 +92,33 @@ class TableTest(unittest.TestCase):
         ucx = [r for r in runs if r["kind"] == "ucx-bw"][0]["result"]
         self.assertAlmostEqual(ucx["bw_avg_gbps"], 45508 * 2 ** 20 / 1e9)
 
+    def test_bandwidth_rounds_give_medians_and_the_median_ratio(self):
+        # Three rounds whose single ratios straddle 0.9x: the median ratio decides, and
+        # each side's column is its median (not round 1's value).
+        for i, (tent_bw, ucx_mib) in enumerate([(4.0, 5000.0), (6.0, 6000.0), (5.0, 5200.0)], 1):
+            suffix = "" if i == 1 else f"-r{i}"
+            self.tent("tent-worker" + suffix, 4194304, tent_bw, 900.0, 899.0, 2000.0)
+            self.log("ucx" + suffix, "ucx-bw", 4194304,
+                     f"Final: 3000 800.0 810.0 820.0 {ucx_mib} {ucx_mib} 1 1\n")
+        text, _ = self.render()
+        gb = lambda mib: mib * 2 ** 20 / 1e9  # noqa: E731
+        ratios = sorted([4.0 / gb(5000), 6.0 / gb(6000), 5.0 / gb(5200)])
+        self.assertIn("| tent worker path |", text)
+        self.assertIn("| 5.0 (median of 3 rounds) |", text)
+        self.assertIn(f"| {gb(5200):.1f} (median of 3 rounds;", text)
+        self.assertIn(f"| 2 | 6.00 | {gb(6000):.2f} | {6.0 / gb(6000):.2f} |", text)
+        self.assertIn(f"0.9x ucp_put_bw: median of 3 rounds' ratios {ratios[1]:.2f}x", text)
+        self.assertIn("-> met" if ratios[1] >= 0.9 else "-> NOT met",
+                      text.split("0.9x ucp_put_bw")[1].splitlines()[0])
+
+    def test_a_round_without_its_ucx_run_is_left_out_of_the_ratio(self):
+        self.tent("tent-worker", 4194304, 5.0, 900.0, 899.0, 2000.0)
+        self.log("ucx", "ucx-bw", 4194304, "Final: 3000 800.0 810.0 820.0 5000 5000 1 1\n")
+        self.tent("tent-worker-r2", 4194304, 1.0, 900.0, 899.0, 2000.0)
+        self.manifest.append("ucx-r2\tucx-bw\t4194304\t-\t--skip-ucx")
+        text, _ = self.render()
+        self.assertIn(f"median of 1 rounds' ratios {5.0 / (5000 * 2 ** 20 / 1e9):.2f}x", text)
+
     def test_skipped_peer_leaves_its_targets_unevaluated(self):
         self.tent("tent-direct", 4096, 2.5, 0.9, 0.25, 30.0)
         self.manifest.append("peer\tpeer\t4096\t-\tnot found at /x")
@@ -143,6 +170,12 @@ class ScriptTest(unittest.TestCase):
         self.assertEqual(r.returncode, 1)
         self.assertIn("no tent tebench at /nonexistent/tebench", r.stderr)
 
+    def test_bandwidth_rounds_must_be_a_positive_whole_number(self):
+        for bad in ("0", "two", "1.5"):
+            r = run_script("--tebench", "/bin/true", "--bw-rounds", bad, "--dry-run")
+            self.assertEqual(r.returncode, 1, bad)
+            self.assertIn(f"--bw-rounds {bad}: a whole number of rounds", r.stderr)
+
     def test_unknown_argument(self):
         r = run_script("--bogus")
         self.assertEqual(r.returncode, 1)
@@ -155,13 +188,23 @@ class EndToEndTest(unittest.TestCase):
             self.skipTest("needs the tebench binary as the argument")
         out = tempfile.mkdtemp()
         r = run_script("--tebench", TEBENCH, "--peer", os.path.join(out, "none"), "--skip-ucx",
-                       "--duration", "0.2", "--warmup", "0.1", "--out", out)
+                       "--duration", "0.2", "--warmup", "0.1", "--bw-rounds", "2", "--out", out)
         self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
         self.assertIn("its rows are skipped", r.stderr)
         with open(os.path.join(out, "peer-comparison.json")) as f:
             record = json.load(f)
         tent = [x for x in record["runs"] if x["kind"] == "tent"]
-        self.assertEqual(len(tent), 5)  # direct, direct whole-us, worker at 4 KiB; two at 4 MiB
+        # direct, direct whole-us, worker at 4 KiB; at 4 MiB direct, the worker path with
+        # cached copies, and two worker rounds
+        self.assertEqual(len(tent), 7)
+        self.assertEqual(sorted(x["key"] for x in tent if x["block_size"] == 4194304),
+                         ["tent-direct", "tent-worker", "tent-worker-cached", "tent-worker-r2"])
+        cached = [x for x in tent if x["key"] == "tent-worker-cached"][0]["result"]
+        streamed = [x for x in tent if x["key"] == "tent-worker"
+                    and x["block_size"] == 4194304][0]["result"]
+        self.assertNotIn("non-temporal", cached["link_model"])
+        self.assertIn("non-temporal from 65536 B", streamed["link_model"])
+        self.assertEqual([r["round"] for r in record["bw_rounds"]], [1, 2])
         for run in tent:
             self.assertEqual(run["result"]["provider"], "soft", run["log"])
             self.assertIn("link_gbps=unlimited", run["result"]["link_model"])
