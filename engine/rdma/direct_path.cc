@@ -81,6 +81,7 @@ void DirectPath::fillStats(DirectPathStats* out) const {
   out->post_failures = get(counters_.post_failures);
   out->completion_errors = get(counters_.completion_errors);
   out->timeouts = get(counters_.timeouts);
+  out->retries = get(counters_.retries);
   out->lanes_in_use = 0;
   for (size_t c = 0; c < dp_.contextCount(); ++c) out->lanes_in_use += dp_.context(c).lanesInUse();
   out->latency_histogram_ns.clear();

@@ -79,12 +79,13 @@ void printDirectSummary(const DirectPathStats& d) {
   std::printf(
       "direct path: attempted=%llu succeeded=%llu fallback{lane_busy=%llu "
       "endpoint_not_ready=%llu unresolvable=%llu over_size_cap=%llu mode_off=%llu} "
-      "post_failures=%llu completion_errors=%llu timeouts=%llu\n",
+      "post_failures=%llu completion_errors=%llu timeouts=%llu retries=%llu\n",
       (unsigned long long)d.attempted, (unsigned long long)d.succeeded,
       (unsigned long long)d.fallback_lane_busy, (unsigned long long)d.fallback_endpoint_not_ready,
       (unsigned long long)d.fallback_unresolvable, (unsigned long long)d.fallback_over_size_cap,
       (unsigned long long)d.fallback_mode_off, (unsigned long long)d.post_failures,
-      (unsigned long long)d.completion_errors, (unsigned long long)d.timeouts);
+      (unsigned long long)d.completion_errors, (unsigned long long)d.timeouts,
+      (unsigned long long)d.retries);
 }
 
 }  // namespace

@@ -209,6 +209,7 @@ DirectPathStats directDelta(const DirectPathStats& b, const DirectPathStats& a) 
   d.post_failures = a.post_failures - b.post_failures;
   d.completion_errors = a.completion_errors - b.completion_errors;
   d.timeouts = a.timeouts - b.timeouts;
+  d.retries = a.retries - b.retries;
   d.latency_histogram_ns = a.latency_histogram_ns;
   for (size_t i = 0; i < d.latency_histogram_ns.size() && i < b.latency_histogram_ns.size(); ++i) {
     d.latency_histogram_ns[i] -= b.latency_histogram_ns[i];
@@ -240,6 +241,7 @@ json directToJson(const DirectPathStats& d) {
           {"post_failures", d.post_failures},
           {"completion_errors", d.completion_errors},
           {"timeouts", d.timeouts},
+          {"retries", d.retries},
           {"latency_histogram_ns", histogram}};
 }
 

@@ -85,7 +85,7 @@ py::object toPy(const DirectPathStats& s) {
                                                                s.fallback_over_size_cap)(
              "fallback_mode_off", s.fallback_mode_off)("post_failures", s.post_failures)(
              "completion_errors", s.completion_errors)("timeouts", s.timeouts)(
-             "latency_histogram_ns", s.latency_histogram_ns)
+             "retries", s.retries)("latency_histogram_ns", s.latency_histogram_ns)
       .dict();
 }
 

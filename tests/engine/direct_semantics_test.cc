@@ -172,6 +172,7 @@ TEST_F(DirectSemantics, FailedDirectPieceRetriesAndCompletes) {
   EXPECT_EQ(st->transferred_bytes, 256u << 10);
   EXPECT_EQ(checkPattern(dst, 256 << 10, 22), -1);
   EXPECT_EQ(direct().completion_errors, 1u);
+  EXPECT_EQ(direct().retries, 1u);  // the failed piece, once more on the worker path
   expectNothingHeld(*this);
 }
 

@@ -189,6 +189,7 @@ TEST_F(Direct, CompletionErrorFailsTaskReleasesLaneResetsEndpoint) {
   EXPECT_EQ(direct().succeeded, 1u);
   EXPECT_EQ(pollCaller(b).state, TransferState::FAILED);
   EXPECT_EQ(direct().completion_errors, 1u);
+  EXPECT_EQ(direct().retries, 0u);  // max_slice_retries: 0, so no retry
   EXPECT_EQ(lanesInUse(), 0u);
   EXPECT_EQ(ep->directDepth(), 0u);
   EXPECT_NE(ep->state(), rdma::EndpointState::kReady);  // retired

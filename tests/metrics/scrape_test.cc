@@ -66,6 +66,7 @@ Series expectedSeries(const EngineStats& s) {
   put("tent_direct_post_failures_total", s.direct.post_failures);
   put("tent_direct_completion_errors_total", s.direct.completion_errors);
   put("tent_direct_timeouts_total", s.direct.timeouts);
+  put("tent_direct_retries_total", s.direct.retries);
   const auto& hist = s.direct.latency_histogram_ns;
   uint64_t cumulative = 0;
   for (size_t i = 0; i < hist.size(); ++i) {

@@ -120,6 +120,9 @@ struct DirectPathStats {
   uint64_t post_failures = 0;
   uint64_t completion_errors = 0;
   uint64_t timeouts = 0;
+  // Failed direct pieces sent again on the worker path (a flushed piece retries
+  // without using up workers.max_slice_retries; one that used them up fails its task).
+  uint64_t retries = 0;
   // Post-to-completion latency of direct slices: bucket i counts latencies in
   // [2^i, 2^(i+1)) ns (bucket 0 also holds 0 and 1 ns).
   std::vector<uint64_t> latency_histogram_ns;
