@@ -11,8 +11,10 @@ namespace tent::fabric::soft {
 
 namespace {
 
+// As integers: the two ranges usually lie in different objects (or processes' mappings).
 bool disjoint(const uint8_t* a, const uint8_t* b, size_t n) noexcept {
-  return a + n <= b || b + n <= a;
+  const auto x = reinterpret_cast<uintptr_t>(a), y = reinterpret_cast<uintptr_t>(b);
+  return x + n <= y || y + n <= x;
 }
 
 #if defined(__x86_64__)
