@@ -47,6 +47,8 @@ void streamCopy(uint8_t* d, const uint8_t* s, size_t n) noexcept {
 }  // namespace
 
 void dmaCopy(void* dst, const void* src, size_t n, uint64_t stream_min) noexcept {
+  // A zero-length SGE may carry a null address (verbs allows it); memmove may not.
+  if (n == 0) return;
   auto* d = static_cast<uint8_t*>(dst);
   const auto* s = static_cast<const uint8_t*>(src);
 #if defined(__x86_64__)
