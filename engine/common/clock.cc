@@ -8,15 +8,15 @@
 
 namespace tent::clock {
 
-namespace detail {
-TscScale g_scale{};
-std::atomic<bool> g_tsc_on{false};
-
 uint64_t monotonicNs() noexcept {
   timespec ts;
   clock_gettime(CLOCK_MONOTONIC, &ts);
   return static_cast<uint64_t>(ts.tv_sec) * 1000000000ull + static_cast<uint64_t>(ts.tv_nsec);
 }
+
+namespace detail {
+TscScale g_scale{};
+std::atomic<bool> g_tsc_on{false};
 }  // namespace detail
 
 namespace {
@@ -36,7 +36,7 @@ Pair readPair() noexcept {
   uint64_t best_span = ~0ull;
   for (int i = 0; i < 8; ++i) {
     const uint64_t t0 = __rdtsc();
-    const uint64_t ns = detail::monotonicNs();
+    const uint64_t ns = monotonicNs();
     const uint64_t t1 = __rdtsc();
     if (t1 - t0 < best_span) {
       best_span = t1 - t0;

@@ -19,6 +19,10 @@
 
 namespace tent::clock {
 
+// CLOCK_MONOTONIC in ns: the clock of the control plane's timers and of the soft
+// NIC's link model (each compares only with its own readings).
+uint64_t monotonicNs() noexcept;
+
 namespace detail {
 struct TscScale {
   uint64_t tsc_base;  // TSC at the moment the scale was taken into use
@@ -27,7 +31,6 @@ struct TscScale {
 };
 extern TscScale g_scale;            // written once, before g_tsc_on is set
 extern std::atomic<bool> g_tsc_on;  // release-stored once the scale is valid
-uint64_t monotonicNs() noexcept;    // CLOCK_MONOTONIC
 }  // namespace detail
 
 inline uint64_t engineNowNs() noexcept {
@@ -39,7 +42,7 @@ inline uint64_t engineNowNs() noexcept {
            static_cast<uint64_t>((static_cast<unsigned __int128>(ticks) * s.mult_q32) >> 32);
   }
 #endif
-  return detail::monotonicNs();
+  return monotonicNs();
 }
 
 // Control path: measures the TSC rate against CLOCK_MONOTONIC and, where the kernel

@@ -38,7 +38,7 @@ void ClientSession::start() {
   }
   conn_ = std::make_unique<Connection>(loop_, *fd, *this, options_.io_timeout_ns, in_progress);
   ControlCounters::bump(stats_.connections_open);
-  conn_->setDeadline(monotonicNowNs() + options_.connect_timeout_ns,
+  conn_->setDeadline(clock::monotonicNs() + options_.connect_timeout_ns,
                      "no session within bootstrap.connect_timeout_ms");
   Status s = conn_->start();
   if (!s.ok()) return conn_->close(s);
@@ -54,7 +54,7 @@ void ClientSession::onConnected(Connection& c) {
 }
 
 void ClientSession::onFrame(Connection&, FrameType type, std::vector<uint8_t> payload) {
-  last_activity_ns_ = monotonicNowNs();
+  last_activity_ns_ = clock::monotonicNs();
   if (type == FrameType::kError && state_ != State::kOpen) {
     Status peer = metadata::parseError(payload);
     return fail(Status(peer.code(), "peer " + name_ + ": " + peer.message()));
@@ -124,7 +124,7 @@ void ClientSession::onOpen() {
       }});
   conn_->send(FrameType::kGetDescriptor,
               metadata::encodeDescriptorRequest(metadata::kDescriptorVersion));
-  conn_->setDeadline(monotonicNowNs() + options_.io_timeout_ns, "peer did not answer in time");
+  conn_->setDeadline(clock::monotonicNs() + options_.io_timeout_ns, "peer did not answer in time");
   armKeepalive();
 }
 
@@ -147,7 +147,8 @@ void ClientSession::sendNext() {
     Pending p = std::move(queued_.front());
     queued_.pop_front();
     if (in_flight_.empty())
-      conn_->setDeadline(monotonicNowNs() + options_.io_timeout_ns, "peer did not answer in time");
+      conn_->setDeadline(clock::monotonicNs() + options_.io_timeout_ns,
+                         "peer did not answer in time");
     conn_->send(p.type, p.payload);
     p.payload.clear();
     in_flight_.push_back(std::move(p));
@@ -157,13 +158,13 @@ void ClientSession::sendNext() {
 void ClientSession::answerHead(Result<Reply> reply) {
   Pending p = std::move(in_flight_.front());
   in_flight_.pop_front();
-  conn_->setDeadline(in_flight_.empty() ? 0 : monotonicNowNs() + options_.io_timeout_ns,
+  conn_->setDeadline(in_flight_.empty() ? 0 : clock::monotonicNs() + options_.io_timeout_ns,
                      "peer did not answer in time");
   p.done(std::move(reply));
 }
 
 void ClientSession::armKeepalive() {
-  keepalive_timer_ = loop_.addTimer(monotonicNowNs() + options_.keepalive_ns, [this] {
+  keepalive_timer_ = loop_.addTimer(clock::monotonicNs() + options_.keepalive_ns, [this] {
     keepalive_timer_ = 0;
     if (state_ != State::kOpen) return;
     if (in_flight_.empty() && queued_.empty())

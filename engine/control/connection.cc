@@ -25,7 +25,7 @@ Connection::~Connection() {
 }
 
 Status Connection::start() {
-  if (connecting_) write_deadline_ = monotonicNowNs() + io_timeout_ns_;  // connect timeout
+  if (connecting_) write_deadline_ = clock::monotonicNs() + io_timeout_ns_;  // connect timeout
   want_write_ = connecting_;  // registered for EPOLLOUT only until connect completes
   TENT_RETURN_IF_ERROR(loop_.add(fd_, connecting_ ? EPOLLOUT : EPOLLIN, this));
   rearm();
@@ -52,7 +52,7 @@ void Connection::send(metadata::FrameType type, std::vector<uint8_t> payload) {
   std::vector<uint8_t> frame(metadata::kFrameHeaderBytes);
   metadata::encodeFrameHeader(type, static_cast<uint32_t>(payload.size()), frame.data());
   frame.insert(frame.end(), payload.begin(), payload.end());
-  if (out_.empty()) write_deadline_ = monotonicNowNs() + io_timeout_ns_;
+  if (out_.empty()) write_deadline_ = clock::monotonicNs() + io_timeout_ns_;
   queued_bytes_ += frame.size();
   out_.push_back(std::move(frame));
   if (!connecting_) writeQueued();
@@ -96,7 +96,7 @@ void Connection::finishConnect() {
   if (getsockopt(fd_, SOL_SOCKET, SO_ERROR, &err, &len) != 0) err = errno;
   if (err != 0) return close(Status::Unavailable(std::string("connect: ") + strerror(err)));
   connecting_ = false;
-  write_deadline_ = out_.empty() ? 0 : monotonicNowNs() + io_timeout_ns_;
+  write_deadline_ = out_.empty() ? 0 : clock::monotonicNs() + io_timeout_ns_;
   owner_.onConnected(*this);
   if (closed()) return;
   writeQueued();
@@ -123,7 +123,7 @@ void Connection::readFrames() {
       return close(n == 0 ? Status::Unavailable("connection closed by the peer")
                           : Status::Unavailable(std::string("recv: ") + strerror(errno)));
     }
-    if (frame_deadline_ == 0) frame_deadline_ = monotonicNowNs() + io_timeout_ns_;
+    if (frame_deadline_ == 0) frame_deadline_ = clock::monotonicNs() + io_timeout_ns_;
     if (!in_payload_) {
       header_have_ += static_cast<size_t>(n);
       if (header_have_ < metadata::kFrameHeaderBytes) continue;
@@ -181,7 +181,7 @@ void Connection::writeQueued() {
       out_.pop_front();
       out_offset_ = 0;
       // Progress: the peer reads. The remaining output gets a fresh budget.
-      write_deadline_ = out_.empty() ? 0 : monotonicNowNs() + io_timeout_ns_;
+      write_deadline_ = out_.empty() ? 0 : clock::monotonicNs() + io_timeout_ns_;
     }
   }
   if (close_after_flush_) close(Status::OK());
@@ -211,7 +211,7 @@ void Connection::rearm() {
 }
 
 void Connection::onTimer() {
-  const uint64_t now = monotonicNowNs();
+  const uint64_t now = clock::monotonicNs();
   if (frame_deadline_ != 0 && now >= frame_deadline_)
     return close(Status::Timeout("a frame did not arrive in full within the I/O timeout"));
   if (write_deadline_ != 0 && now >= write_deadline_)

@@ -134,7 +134,7 @@ void ControlPlane::drainRequests() {
 
 void ControlPlane::armReclaim() {
   if (reclaim_timer_ != 0) return;
-  reclaim_timer_ = loop_->addTimer(monotonicNowNs() + kReclaimStepNs, [this] {
+  reclaim_timer_ = loop_->addTimer(clock::monotonicNs() + kReclaimStepNs, [this] {
     reclaim_timer_ = 0;
     reclaim();
   });
@@ -182,7 +182,7 @@ Status ControlPlane::refreshSegment(SegmentId id) {
 
 void ControlPlane::refreshSoon(SegmentId id) noexcept {
   if (stopped_.load()) return;
-  const uint64_t now = monotonicNowNs();
+  const uint64_t now = clock::monotonicNs();
   const uint64_t gap = uint64_t{deps_.config.bootstrap.descriptor_refresh_ms} * 1'000'000;
   uint64_t last = last_refresh_ns_.load(std::memory_order_relaxed);
   if (now - last < gap || !last_refresh_ns_.compare_exchange_strong(last, now)) return;

@@ -13,12 +13,6 @@
 
 namespace tent::control {
 
-uint64_t monotonicNowNs() noexcept {
-  timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return static_cast<uint64_t>(ts.tv_sec) * 1'000'000'000ull + static_cast<uint64_t>(ts.tv_nsec);
-}
-
 namespace {
 constexpr uint64_t kWakeToken = 0;
 constexpr int kMaxEvents = 64;
@@ -148,7 +142,7 @@ void EventLoop::run() {
   loop_thread_ = std::this_thread::get_id();
   epoll_event events[kMaxEvents];
   while (!stopping_.load(std::memory_order_acquire)) {
-    const int n = epoll_wait(epfd_, events, kMaxEvents, waitMs(monotonicNowNs()));
+    const int n = epoll_wait(epfd_, events, kMaxEvents, waitMs(clock::monotonicNs()));
     if (n < 0 && errno != EINTR) {
       TENT_ERROR(kEngine, "control loop: epoll_wait: %s", strerror(errno));
       break;
@@ -165,7 +159,7 @@ void EventLoop::run() {
       fds_[fd->second].handler->onEvents(events[i].events);
     }
     runPosted();
-    runTimers(monotonicNowNs());
+    runTimers(clock::monotonicNs());
   }
   runPosted();  // tasks posted before stop() still run (they may hold promises)
 }

@@ -16,11 +16,10 @@
 #include <thread>
 #include <unordered_map>
 
+#include "engine/common/clock.h"
 #include "tent/status.h"
 
 namespace tent::control {
-
-uint64_t monotonicNowNs() noexcept;
 
 class EventLoop {
  public:

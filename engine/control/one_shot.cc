@@ -14,7 +14,7 @@ void OneShotRequest::start(EventLoop& loop, const SocketAddress& to, metadata::F
   }
   r->conn_ = std::make_unique<Connection>(loop, *fd, *r, timeout_ns, in_progress);
   ControlCounters::bump(stats.connections_open);
-  r->conn_->setDeadline(monotonicNowNs() + timeout_ns, "no answer within the probe's budget");
+  r->conn_->setDeadline(clock::monotonicNs() + timeout_ns, "no answer within the probe's budget");
   r->conn_->setMaxPayload(metadata::kMaxControlPayload);
   Status s = r->conn_->start();
   if (!s.ok()) return r->conn_->close(s);

@@ -22,7 +22,7 @@ PassiveEndpoints::~PassiveEndpoints() {
 void PassiveEndpoints::scheduleProbe(const Initiator& who) {
   if (probes_.count(who)) return;
   const uint64_t every = uint64_t{plane_.config().bootstrap.keepalive_ms} * 1'000'000;
-  probes_[who] = plane_.loop().addTimer(monotonicNowNs() + every, [this, who] { probe(who); });
+  probes_[who] = plane_.loop().addTimer(clock::monotonicNs() + every, [this, who] { probe(who); });
 }
 
 void PassiveEndpoints::probe(const Initiator& who) {

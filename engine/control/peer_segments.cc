@@ -186,7 +186,7 @@ void PeerSegments::open(const std::string& name, const SocketAddress& address,
   p->address = address;
   p->openers.push_back(std::move(done));
   p->open_deadline_ns =
-      monotonicNowNs() + uint64_t{plane_.config().bootstrap.connect_timeout_ms} * 1'000'000;
+      clock::monotonicNs() + uint64_t{plane_.config().bootstrap.connect_timeout_ms} * 1'000'000;
   Peer& ref = *p;
   peers_[*id] = std::move(p);
   by_name_[name] = *id;
@@ -256,12 +256,12 @@ void PeerSegments::onDown(Peer& p, const Status& why) {
   // peer restarting) tries again within its connect budget; authentication and
   // protocol errors end it at once.
   const bool transient = why.code() == StatusCode::kUnavailable;
-  if (!p.ever_up && !p.local && transient && monotonicNowNs() < p.open_deadline_ns) {
+  if (!p.ever_up && !p.local && transient && clock::monotonicNs() < p.open_deadline_ns) {
     const uint64_t delay = std::min<uint64_t>(
         backoffDelayNs(p.failures++, 5, plane_.config().endpoints.reconnect_max_ms, rng_),
-        p.open_deadline_ns - monotonicNowNs());
+        p.open_deadline_ns - clock::monotonicNs());
     const SegmentId id = p.id;
-    p.reconnect_timer = plane_.loop().addTimer(monotonicNowNs() + delay, [this, id] {
+    p.reconnect_timer = plane_.loop().addTimer(clock::monotonicNs() + delay, [this, id] {
       if (Peer* q = find(id)) connect(*q);
     });
     return;
@@ -287,7 +287,7 @@ void PeerSegments::onDown(Peer& p, const Status& why) {
   TENT_INFO(kEngine, "segment %s: control session lost (%s); reconnecting in %lu ms",
             p.name.c_str(), why.toString().c_str(), static_cast<unsigned long>(delay / 1'000'000));
   const SegmentId id = p.id;
-  p.reconnect_timer = plane_.loop().addTimer(monotonicNowNs() + delay, [this, id] {
+  p.reconnect_timer = plane_.loop().addTimer(clock::monotonicNs() + delay, [this, id] {
     if (Peer* q = find(id)) connect(*q);
   });
 }

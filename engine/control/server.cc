@@ -22,12 +22,12 @@ ServerSession::ServerSession(ControlServer& server, int fd)
     : server_(server),
       conn_(server.loop_, fd, *this, server.options_.io_timeout_ns, false),
       id_(server.next_session_id_++) {
-  conn_.setDeadline(monotonicNowNs() + server.options_.handshake_timeout_ns,
+  conn_.setDeadline(clock::monotonicNs() + server.options_.handshake_timeout_ns,
                     "no complete handshake within bootstrap.handshake_timeout_ms");
 }
 
 void ServerSession::touch() {
-  conn_.setDeadline(monotonicNowNs() + server_.options_.idle_timeout_ns,
+  conn_.setDeadline(clock::monotonicNs() + server_.options_.idle_timeout_ns,
                     "session idle (no keepalive) for too long");
 }
 
@@ -243,13 +243,13 @@ void ControlServer::acceptBackoff() {
   loop_.remove(listen_fd_);
   accepting_ = false;
   backoff_ns_ = backoff_ns_ == 0 ? 10'000'000 : std::min<uint64_t>(backoff_ns_ * 2, 1'000'000'000);
-  const uint64_t now = monotonicNowNs();
+  const uint64_t now = clock::monotonicNs();
   if (now - last_warning_ns_ > 5'000'000'000ull) {  // one line per 5 s, not per attempt
     last_warning_ns_ = now;
     TENT_WARN(kEngine, "control: out of file descriptors; accepting again in %lu ms",
               static_cast<unsigned long>(backoff_ns_ / 1'000'000));
   }
-  loop_.addTimer(monotonicNowNs() + backoff_ns_,
+  loop_.addTimer(clock::monotonicNs() + backoff_ns_,
                  [this] { accepting_ = loop_.add(listen_fd_, EPOLLIN, this).ok(); });
 }
 

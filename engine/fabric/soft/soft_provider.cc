@@ -23,12 +23,6 @@
 
 namespace tent::fabric::soft {
 
-uint64_t monotonicNs() noexcept {
-  timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return static_cast<uint64_t>(ts.tv_sec) * 1'000'000'000ull + static_cast<uint64_t>(ts.tv_nsec);
-}
-
 uint64_t coarseNs() noexcept {
   timespec ts;
   clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);

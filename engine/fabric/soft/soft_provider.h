@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "config/config.h"
+#include "engine/common/clock.h"
 #include "engine/fabric/fabric.h"
 #include "topology/topology.h"
 
@@ -22,7 +23,7 @@ struct Clock {
   void* ctx = nullptr;
 };
 
-uint64_t monotonicNs() noexcept;
+using clock::monotonicNs;
 // CLOCK_MONOTONIC_COARSE: ~10 ns, one-tick resolution; for rate-limiting checks.
 uint64_t coarseNs() noexcept;
 
