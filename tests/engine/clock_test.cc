@@ -2,7 +2,6 @@
 // and then a clock that agrees with CLOCK_MONOTONIC (bracketed reads, so the checks
 // hold however the test is scheduled) and never runs backwards in a thread.
 #include <gtest/gtest.h>
-#include <time.h>
 
 #include <cstdint>
 #include <fstream>
@@ -12,12 +11,6 @@
 
 namespace tent::clock {
 namespace {
-
-uint64_t monotonic() {
-  timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return static_cast<uint64_t>(ts.tv_sec) * 1000000000ull + static_cast<uint64_t>(ts.tv_nsec);
-}
 
 bool kernelUsesTsc() {
   std::ifstream f("/sys/devices/system/clocksource/clocksource0/current_clocksource");
@@ -44,7 +37,7 @@ TEST(EngineClock, AgreesWithClockMonotonicWhereverItIsRead) {
   calibrate();
   for (int i = 0; i < 1000; ++i) {
     const uint64_t before = engineNowNs();
-    const uint64_t mono = monotonic();
+    const uint64_t mono = monotonicNs();
     const uint64_t after = engineNowNs();
     ASSERT_LE(before, mono + kAgreementNs) << "reading " << i;
     ASSERT_LE(mono, after + kAgreementNs) << "reading " << i;
@@ -66,13 +59,13 @@ TEST(EngineClock, AnIntervalLastsOnItAsLongAsOnClockMonotonic) {
   // 5 ms of CLOCK_MONOTONIC, spun (no sleep). Each bound compares an engine-clock
   // interval with a monotonic one it contains or that contains it, so a preemption
   // anywhere only widens both sides.
-  const uint64_t m_outer0 = monotonic();
+  const uint64_t m_outer0 = monotonicNs();
   const uint64_t e0 = engineNowNs();
-  const uint64_t m_inner0 = monotonic();
+  const uint64_t m_inner0 = monotonicNs();
   uint64_t m_inner1 = m_inner0;
-  while (m_inner1 - m_inner0 < 5'000'000) m_inner1 = monotonic();
+  while (m_inner1 - m_inner0 < 5'000'000) m_inner1 = monotonicNs();
   const uint64_t e1 = engineNowNs();
-  const uint64_t m_outer1 = monotonic();
+  const uint64_t m_outer1 = monotonicNs();
   EXPECT_GE(e1 - e0 + kAgreementNs, m_inner1 - m_inner0);
   EXPECT_LE(e1 - e0, m_outer1 - m_outer0 + kAgreementNs);
 }
