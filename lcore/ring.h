@@ -51,8 +51,9 @@ class RawRing {
   // All or nothing; returns the number enqueued (0 or n).
   unsigned enqueueBulk(void* const* objs, unsigned n) noexcept;
   unsigned enqueueBurst(void* const* objs, unsigned n) noexcept;
-  // Consumer side: only the owning lcore (single consumer) may call.
-  unsigned dequeueBurst_lc(void** objs, unsigned n) noexcept;
+  // Consumer side: only the ring's one consumer thread may call (_sc: single consumer;
+  // an lcore's input ring, or the control loop's request ring).
+  unsigned dequeueBurst_sc(void** objs, unsigned n) noexcept;
   unsigned count() const noexcept;
   unsigned capacity() const noexcept;
   const RingOptions& options() const noexcept { return options_; }
@@ -82,8 +83,8 @@ class Ring {
   unsigned enqueueBurst(T* const* objs, unsigned n) noexcept {
     return raw_->enqueueBurst(reinterpret_cast<void* const*>(objs), n);
   }
-  unsigned dequeueBurst_lc(T** objs, unsigned n) noexcept {
-    return raw_->dequeueBurst_lc(reinterpret_cast<void**>(objs), n);
+  unsigned dequeueBurst_sc(T** objs, unsigned n) noexcept {
+    return raw_->dequeueBurst_sc(reinterpret_cast<void**>(objs), n);
   }
   unsigned count() const noexcept { return raw_->count(); }
   unsigned capacity() const noexcept { return raw_->capacity(); }

@@ -17,7 +17,7 @@ unsigned RawRing::enqueueBurst(void* const* objs, unsigned n) noexcept {
   return rte_ring_enqueue_burst(ring_, objs, n, nullptr);
 }
 
-unsigned RawRing::dequeueBurst_lc(void** objs, unsigned n) noexcept {
+unsigned RawRing::dequeueBurst_sc(void** objs, unsigned n) noexcept {
   return rte_ring_dequeue_burst(ring_, objs, n, nullptr);
 }
 

@@ -221,7 +221,7 @@ elif [ "$do_build" = 1 ]; then
 else
   record build SKIP "--no-build"
 fi
-hw_test="$build/tests/fabric_verbs/fabric_verbs_hardware_test"
+hw_test="$build/tests/engine/fabric/verbs/fabric_verbs_hardware_test"
 tebench="$build/perf/tebench/tebench"
 if [ "$dry_run" = 0 ] && [ "$failed" = 0 ]; then
   [ -x "$hw_test" ] || record build FAIL "no $hw_test: the verbs provider is not built (libibverbs-dev, -Dverbs)"

@@ -1,7 +1,8 @@
 // Control path of the public API: engine construction, memory, segments, batches.
-#include "engine/api/engine_impl.h"
+#include "api/engine_impl.h"
 
-#include "engine/common/clock.h"
+#include "base/clock.h"
+#include "fabric/select/select_provider.h"
 #include "lcore/idle.h"
 #include "tent/log.h"
 

@@ -1,13 +1,13 @@
-#include "engine/control/passive_endpoints.h"
+#include "control/passive_endpoints.h"
 
 #include <algorithm>
 
-#include "engine/control/address.h"
-#include "engine/control/control_plane.h"
-#include "engine/control/one_shot.h"
-#include "engine/metadata/segment_descriptor.h"
-#include "engine/rdma/rdma_context.h"
+#include "control/control_plane.h"
+#include "model/rdma_context.h"
+#include "net/address.h"
+#include "net/one_shot.h"
 #include "tent/log.h"
+#include "wire/segment_descriptor.h"
 
 namespace tent::control {
 

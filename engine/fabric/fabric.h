@@ -14,13 +14,6 @@
 
 #include "tent/status.h"
 
-namespace tent::config {
-struct FabricConfig;
-}
-namespace tent::topology {
-class Topology;
-}
-
 namespace tent::fabric {
 
 // Completion status codes, named after their ibv_wc_status counterparts.
@@ -204,11 +197,5 @@ class Provider {
   virtual Result<void*> allocateMemory(size_t length, int numa_node) = 0;
   virtual Status freeMemory(void* addr, size_t length) = 0;
 };
-
-// Builds the provider the config asks for. `auto` picks verbs when rdma-core
-// finds a device, and soft otherwise. Soft devices come from the config, or
-// from the topology's RDMA devices.
-Result<std::unique_ptr<Provider>> createProvider(const config::FabricConfig& config,
-                                                 const topology::Topology& topology);
 
 }  // namespace tent::fabric

@@ -7,6 +7,7 @@
 #include <cerrno>
 #include <cstring>
 
+#include "fabric/select/select_provider.h"
 #include "perf/fabric_bench/bench.h"
 #include "topology/topology.h"
 

@@ -51,7 +51,7 @@ class PingPoller final : public BenchPoller {
       return in_flight_ ? lcore::PollResult::kBusy : lcore::PollResult::kIdle;
     }
     void* echo;
-    if (in_.dequeueBurst_lc(&echo, 1) == 0) return lcore::PollResult::kIdle;
+    if (in_.dequeueBurst_sc(&echo, 1) == 0) return lcore::PollResult::kIdle;
     const uint64_t rtt = rte_rdtsc() - sent_at_;
     if (asSeq(echo) != seq_) fail();
     if (seq_ > warmup_) rtt_cycles_.push_back(rtt);
@@ -80,7 +80,7 @@ class PongPoller final : public BenchPoller {
   PongPoller(lcore::RawRing& in, lcore::RawRing& out) : in_(in), out_(out) {}
   lcore::PollResult poll_lc() noexcept override {
     void* obj;
-    if (in_.dequeueBurst_lc(&obj, 1) == 0) return lcore::PollResult::kIdle;
+    if (in_.dequeueBurst_sc(&obj, 1) == 0) return lcore::PollResult::kIdle;
     if (asSeq(obj) != expected_++) fail();
     // The pinger has one number in flight, so the echo ring always has room.
     if (!out_.enqueue(obj)) fail();
@@ -145,7 +145,7 @@ class ConsumerPoller final : public BenchPoller {
   lcore::PollResult poll_lc() noexcept override {
     if (done()) return lcore::PollResult::kIdle;
     void* objs[ProducerPoller::kMaxBurst];
-    const unsigned n = ring_.dequeueBurst_lc(objs, burst_);
+    const unsigned n = ring_.dequeueBurst_sc(objs, burst_);
     for (unsigned i = 0; i < n; ++i) {
       if (asSeq(objs[i]) != expected_++) fail();
     }

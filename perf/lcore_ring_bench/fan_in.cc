@@ -28,7 +28,7 @@ class FanInConsumer final : public lcore::Poller {
   lcore::PollResult poll_lc() noexcept override {
     if (received_ == total_) return lcore::PollResult::kIdle;
     void* objs[32];
-    const unsigned n = ring_.dequeueBurst_lc(objs, 32);
+    const unsigned n = ring_.dequeueBurst_sc(objs, 32);
     for (unsigned i = 0; i < n; ++i) {
       const auto v = static_cast<uint64_t>(reinterpret_cast<uintptr_t>(objs[i]));
       const uint64_t producer = v >> kSeqBits;

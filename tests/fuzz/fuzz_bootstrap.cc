@@ -8,8 +8,8 @@
 #include <span>
 #include <vector>
 
-#include "engine/metadata/bootstrap.h"
 #include "tests/fuzz/fuzz_check.h"
+#include "wire/bootstrap.h"
 
 using tent::metadata::BootstrapMessage;
 

@@ -9,8 +9,8 @@
 #include <span>
 #include <vector>
 
-#include "engine/metadata/control_frames.h"
 #include "tests/fuzz/fuzz_check.h"
+#include "wire/control_frames.h"
 
 namespace m = tent::metadata;
 

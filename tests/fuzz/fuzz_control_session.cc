@@ -14,10 +14,10 @@
 #include <cstdio>
 #include <memory>
 
-#include "engine/control/address.h"
-#include "engine/control/server.h"
-#include "engine/metadata/bootstrap.h"
+#include "net/address.h"
+#include "net/server.h"
 #include "tests/fuzz/fuzz_check.h"
+#include "wire/bootstrap.h"
 
 namespace c = tent::control;
 namespace m = tent::metadata;

@@ -9,8 +9,8 @@
 #include <span>
 #include <vector>
 
-#include "engine/metadata/segment_descriptor.h"
 #include "tests/fuzz/fuzz_check.h"
+#include "wire/segment_descriptor.h"
 
 namespace {
 

@@ -93,7 +93,7 @@ class Pinger final : public Poller {
       return in_flight_ ? PollResult::kBusy : PollResult::kIdle;
     }
     void* echo;
-    if (in_.dequeueBurst_lc(&echo, 1) == 0) return PollResult::kIdle;
+    if (in_.dequeueBurst_sc(&echo, 1) == 0) return PollResult::kIdle;
     if (reinterpret_cast<uintptr_t>(echo) != next_) errors_.fetch_add(1);
     in_flight_ = false;
     if (next_++ == rounds_) done_.store(true, std::memory_order_release);
@@ -122,7 +122,7 @@ class Ponger final : public Poller {
   PollResult poll_lc() noexcept override {
     thread_ = std::this_thread::get_id();
     void* msgs[8];
-    const unsigned n = in_.dequeueBurst_lc(msgs, 8);
+    const unsigned n = in_.dequeueBurst_sc(msgs, 8);
     for (unsigned i = 0; i < n; ++i) {
       if (reinterpret_cast<uintptr_t>(msgs[i]) != expected_++) errors_.fetch_add(1);
       while (!out_.enqueue(msgs[i])) {

@@ -30,7 +30,7 @@ class RingPoller final : public Poller {
       : ring_(ring), needs_polling_(needs_polling) {}
   PollResult poll_lc() noexcept override {
     void* items[16];
-    const unsigned n = ring_.dequeueBurst_lc(items, 16);
+    const unsigned n = ring_.dequeueBurst_sc(items, 16);
     for (unsigned i = 0; i < n; ++i) {
       const auto v = reinterpret_cast<uintptr_t>(items[i]);
       const auto producer = static_cast<size_t>(v >> 32);

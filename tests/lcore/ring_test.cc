@@ -45,7 +45,7 @@ TEST(RawRing, SingleEnqueueDequeueIsFifo) {
   for (uintptr_t i = 1; i <= 5; ++i) ASSERT_TRUE(ring->enqueue(token(i)));
   EXPECT_EQ(ring->count(), 5u);
   void* out[8];
-  ASSERT_EQ(ring->dequeueBurst_lc(out, 8), 5u);
+  ASSERT_EQ(ring->dequeueBurst_sc(out, 8), 5u);
   for (uintptr_t i = 0; i < 5; ++i) EXPECT_EQ(number(out[i]), i + 1);
   EXPECT_EQ(ring->count(), 0u);
 }
@@ -53,7 +53,7 @@ TEST(RawRing, SingleEnqueueDequeueIsFifo) {
 TEST(RawRing, EmptyDequeueReturnsZero) {
   auto ring = makeRing(16);
   void* out[4];
-  EXPECT_EQ(ring->dequeueBurst_lc(out, 4), 0u);
+  EXPECT_EQ(ring->dequeueBurst_sc(out, 4), 0u);
 }
 
 TEST(RawRing, FullRingRefusesEnqueue) {
@@ -62,7 +62,7 @@ TEST(RawRing, FullRingRefusesEnqueue) {
   EXPECT_FALSE(ring->enqueue(token(8)));
   EXPECT_EQ(ring->count(), 7u);
   void* out[1];
-  ASSERT_EQ(ring->dequeueBurst_lc(out, 1), 1u);
+  ASSERT_EQ(ring->dequeueBurst_sc(out, 1), 1u);
   EXPECT_EQ(number(out[0]), 1u);
   EXPECT_TRUE(ring->enqueue(token(8)));
 }
@@ -84,10 +84,10 @@ TEST(RawRing, BurstTakesWhatFits) {
   EXPECT_EQ(ring->enqueueBurst(objs, 10), 7u);
   EXPECT_EQ(ring->enqueueBurst(objs, 1), 0u);
   void* out[10];
-  ASSERT_EQ(ring->dequeueBurst_lc(out, 3), 3u);
+  ASSERT_EQ(ring->dequeueBurst_sc(out, 3), 3u);
   EXPECT_EQ(number(out[0]), 1u);
   EXPECT_EQ(ring->enqueueBurst(objs + 7, 3), 3u);
-  ASSERT_EQ(ring->dequeueBurst_lc(out, 10), 7u);
+  ASSERT_EQ(ring->dequeueBurst_sc(out, 10), 7u);
   for (uintptr_t i = 0; i < 7; ++i) EXPECT_EQ(number(out[i]), i + 4);
 }
 
@@ -113,7 +113,7 @@ TEST(RawRing, EverySyncModeWorks) {
       ASSERT_EQ((*ring)->enqueueBulk(in, 7), 7u);
       EXPECT_FALSE((*ring)->enqueue(token(8)));
       void* out[8];
-      ASSERT_EQ((*ring)->dequeueBurst_lc(out, 8), 7u);
+      ASSERT_EQ((*ring)->dequeueBurst_sc(out, 8), 7u);
       for (uintptr_t i = 0; i < 7; ++i) EXPECT_EQ(number(out[i]), i + 1);
     }
   }
@@ -130,7 +130,7 @@ TEST(Ring, TypedWrapperCarriesPointers) {
   Item* in[2] = {&a, &b};
   EXPECT_EQ((*ring)->enqueueBulk(in, 2), 2u);
   Item* out[2];
-  ASSERT_EQ((*ring)->dequeueBurst_lc(out, 2), 2u);
+  ASSERT_EQ((*ring)->dequeueBurst_sc(out, 2), 2u);
   EXPECT_EQ(out[0]->value, 1);
   EXPECT_EQ(out[1], &b);
   EXPECT_EQ((*ring)->capacity(), 3u);
@@ -176,7 +176,7 @@ TEST(RawRing, ManyProducersOneConsumerEveryObjectOnce) {
   uintptr_t received = 0;
   void* out[32];
   while (received < kProducers * kPerProducer) {
-    const unsigned n = ring->dequeueBurst_lc(out, 32);
+    const unsigned n = ring->dequeueBurst_sc(out, 32);
     if (n == 0) std::this_thread::yield();
     for (unsigned i = 0; i < n; ++i) {
       const uintptr_t v = number(out[i]);
@@ -203,7 +203,7 @@ TEST(RawRing, MultiConsumerRingSplitsWithoutDuplicates) {
   auto consume = [&] {
     void* out[16];
     while (taken.load() < kObjects) {
-      const unsigned n = ring->dequeueBurst_lc(out, 16);
+      const unsigned n = ring->dequeueBurst_sc(out, 16);
       if (n == 0) std::this_thread::yield();
       for (unsigned i = 0; i < n; ++i) seen[number(out[i])].fetch_add(1);
       taken.fetch_add(n);

@@ -1,12 +1,20 @@
 #!/usr/bin/env python3
-"""The datapath rule, checked over every *_datapath.cc of the product (engine/,
-lcore/, topology/): no allocation, lock, blocking call, syscall, exception or log
-above debug, and every function noexcept (CLAUDE-style rule of docs/architecture.md).
+"""The datapath rule (docs/architecture.md, "Conventions"): no allocation, lock,
+blocking call, syscall, exception or log above debug, and every function noexcept.
+Checked over
+  - every file of the datapath floor (engine/datapath/) and every *_datapath.cc of
+    the product (base/, engine/, lcore/, topology/): every line, every function;
+  - the model floor (engine/model/): the body of every noexcept function (the model's
+    hot functions, called by both paths); its setup code is not checked.
+A function that only sets up or tears down (a constructor, init, stats) in a file of
+the datapath floor carries a setup waiver on the line above its definition; its body
+is then not checked:
+    // datapath-lint: allow(setup) builds the ring before the poller is attached
 
 Error returns are the one place a message may be built: a statement that starts
 with `return Status::`, `return Result` or `return st` (a Status or Result for the
 caller, the RFC's API shape) is exempt from the allocation rule; the success path
-is checked at run time by tests/engine/no_alloc_test.cc (a counting allocator).
+is checked at run time by tests/engine/datapath/no_alloc_test.cc (a counting allocator).
 
 A line may carry a waiver naming the rule and why:
     nanosleep(&ts, nullptr);  // datapath-lint: allow(blocking) the idle policy's sleep
@@ -102,13 +110,54 @@ def missing_noexcept(code_lines):
     return found
 
 
-def lint(path, root):
+def body_end(code_lines, k):
+    """The line of the brace closing the first body opened at or after line k."""
+    depth, opened = 0, False
+    for j in range(k, len(code_lines)):
+        for c in code_lines[j]:
+            if c == "{":
+                depth, opened = depth + 1, True
+            elif c == "}":
+                depth -= 1
+                if opened and depth == 0:
+                    return j
+    return len(code_lines) - 1
+
+
+def setup_lines(raw, code):
+    """Lines inside functions whose definition follows a setup waiver."""
+    lines = set()
+    for k, line in enumerate(raw):
+        m = WAIVER.search(line)
+        if m and "setup" in {w.strip() for w in m.group(1).split(",")} and line.strip().startswith("//"):
+            lines.update(range(k, body_end(code, k + 1) + 1))
+    return lines
+
+
+NOEXCEPT_BODY = re.compile(r"\bnoexcept\b[^;{}()]*\{")
+
+
+def noexcept_body_lines(code):
+    """Lines inside the bodies of noexcept functions (signature and body)."""
+    lines = set()
+    for k, line in enumerate(code):
+        if NOEXCEPT_BODY.search(line) or (re.search(r"\bnoexcept\b[^;{}]*$", line) and k + 1 < len(code)
+                                          and code[k + 1].strip().startswith(("{", ":"))):
+            lines.update(range(k, body_end(code, k) + 1))
+    return lines
+
+
+def lint(path, root, only_noexcept_bodies=False):
     raw = path.read_text().splitlines()
     code = strip(path.read_text()).splitlines()
     exempt = error_return_lines(code)
     rel = path.relative_to(root)
     problems = []
+    skip = setup_lines(raw, code)
+    checked = noexcept_body_lines(code) if only_noexcept_bodies else None
     for k, line in enumerate(code):
+        if k in skip or (checked is not None and k not in checked):
+            continue
         waived = set()
         m = WAIVER.search(raw[k]) or (k > 0 and WAIVER.search(raw[k - 1]) and raw[k - 1].strip().startswith("//")
                                       and WAIVER.search(raw[k - 1]))
@@ -119,7 +168,9 @@ def lint(path, root):
                 continue
             if re.search(pattern, line):
                 problems.append(f"{rel}:{k + 1}: {rule}: {raw[k].strip()}")
-    for k in missing_noexcept(code):
+    for k in ([] if only_noexcept_bodies else missing_noexcept(code)):
+        if k in skip:
+            continue
         m = WAIVER.search(raw[k]) or (k > 0 and WAIVER.search(raw[k - 1]))
         if m and "noexcept" in m.group(1):
             continue
@@ -127,13 +178,29 @@ def lint(path, root):
     return problems
 
 
+def datapath_files(root):
+    floor = set((root / "engine" / "datapath").glob("*.cc"))
+    named = {p for d in ("base", "engine", "lcore", "topology") for p in (root / d).rglob("*_datapath.cc")}
+    return sorted(floor | named)
+
+
+def model_files(root):
+    return sorted(p for p in (root / "engine" / "model").iterdir() if p.suffix in (".h", ".cc"))
+
+
 def main():
     root = pathlib.Path(sys.argv[1]).resolve()
-    files = [pathlib.Path(f) for f in sys.argv[2:]] or sorted(
-        p for d in ("engine", "lcore", "topology") for p in (root / d).rglob("*_datapath.cc"))
     problems = []
-    for f in files:
-        problems += lint(f.resolve(), root)
+    if len(sys.argv) > 2:
+        files = [pathlib.Path(f).resolve() for f in sys.argv[2:]]
+        for f in files:
+            problems += lint(f, root)
+    else:
+        files = datapath_files(root) + model_files(root)
+        for f in datapath_files(root):
+            problems += lint(f, root)
+        for f in model_files(root):
+            problems += lint(f, root, only_noexcept_bodies=True)
     for p in problems:
         print(p)
     print(f"datapath lint: {len(files)} files, {len(problems)} findings", file=sys.stderr)

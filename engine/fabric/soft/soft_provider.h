@@ -9,9 +9,9 @@
 #include <memory>
 #include <vector>
 
+#include "base/clock.h"
 #include "config/config.h"
-#include "engine/common/clock.h"
-#include "engine/fabric/fabric.h"
+#include "fabric/fabric.h"
 #include "topology/topology.h"
 
 namespace tent::fabric::soft {

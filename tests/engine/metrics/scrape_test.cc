@@ -1,0 +1,269 @@
+// GET /metrics from an engine in manual lcore mode that moved bytes on both paths:
+// after the transfers quiesce, every tent_ series carries the value stats() reports
+// at that moment, and nothing else is exported. Also: off by default, a port already
+// in use fails engine creation, unknown paths are 404.
+#include <civetweb.h>
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "scrape_util.h"
+#include "tests/support/engine_test_util.h"
+
+namespace tent::metrics::testing {
+namespace {
+
+using tent::testing::checkPattern;
+using tent::testing::drainPollers;
+using tent::testing::fillPattern;
+using tent::testing::makeEngine;
+using tent::testing::simYaml;
+using tent::testing::testProviderName;
+using tent::testing::waitTask;
+using Labels = std::map<std::string, std::string>;
+using Series = std::map<std::string, double>;  // "name{k=v,...}" -> value
+
+const std::string kListenAnyPort = "metrics: {listen: \"127.0.0.1:0\"}\n";
+
+std::string key(const std::string& name, const Labels& labels = {}) {
+  std::string out = name + "{";
+  for (const auto& [k, v] : labels) out += k + "=" + v + ",";
+  return out + "}";
+}
+
+// A bucket bound as "2^k ns", so bounds compare exactly whatever digits the text has.
+std::string boundName(double le_seconds) {
+  if (std::isinf(le_seconds)) return "+Inf";
+  const long k = std::lround(std::log2(le_seconds * 1e9));
+  const double power = std::ldexp(1e-9, static_cast<int>(k));
+  if (std::fabs(le_seconds - power) > 1e-9 * power) return std::to_string(le_seconds) + "s";
+  return "2^" + std::to_string(k) + "ns";
+}
+
+// What the exporter must show for `s`, written out here from docs/metrics.md (not from
+// the exporter's tables), so a wrong field behind a name fails.
+Series expectedSeries(const EngineStats& s) {
+  Series out;
+  auto put = [&out](const std::string& name, uint64_t v, const Labels& labels = {}) {
+    out[key(name, labels)] = static_cast<double>(v);
+  };
+  put("tent_engine_info", 1, {{"provider", s.provider}, {"link_model", s.link_model}});
+  put("tent_worker_tasks_total", s.worker.tasks);
+  put("tent_worker_slices_posted_total", s.worker.slices_posted);
+  put("tent_worker_slices_completed_total", s.worker.slices_completed);
+  put("tent_worker_slice_errors_total", s.worker.slice_errors);
+  put("tent_worker_slice_retries_total", s.worker.slice_retries);
+  put("tent_worker_foreground_fallback_slices_total", s.worker.foreground_fallback_slices);
+  put("tent_direct_lanes_in_use", s.direct.lanes_in_use);
+  put("tent_direct_attempted_total", s.direct.attempted);
+  put("tent_direct_succeeded_total", s.direct.succeeded);
+  const std::string fallbacks = "tent_direct_fallbacks_total";
+  put(fallbacks, s.direct.fallback_lane_busy, {{"reason", "lane_busy"}});
+  put(fallbacks, s.direct.fallback_endpoint_not_ready, {{"reason", "endpoint_not_ready"}});
+  put(fallbacks, s.direct.fallback_unresolvable, {{"reason", "unresolvable"}});
+  put(fallbacks, s.direct.fallback_over_size_cap, {{"reason", "over_size_cap"}});
+  put(fallbacks, s.direct.fallback_mode_off, {{"reason", "mode_off"}});
+  put("tent_direct_post_failures_total", s.direct.post_failures);
+  put("tent_direct_completion_errors_total", s.direct.completion_errors);
+  put("tent_direct_timeouts_total", s.direct.timeouts);
+  put("tent_direct_retries_total", s.direct.retries);
+  const auto& hist = s.direct.latency_histogram_ns;
+  uint64_t cumulative = 0;
+  for (size_t i = 0; i < hist.size(); ++i) {
+    cumulative += hist[i];
+    const bool last = i + 1 == hist.size();  // the engine's last bucket has no upper bound
+    put("tent_direct_latency_seconds_bucket", cumulative,
+        {{"le", last ? "+Inf" : "2^" + std::to_string(i + 1) + "ns"}});
+  }
+  put("tent_direct_latency_seconds_count", cumulative);
+  put("tent_deadline_expired_at_submit_total", s.deadlines.expired_at_submit);
+  put("tent_deadline_missed_total", s.deadlines.missed);
+  for (const LcoreStatsView& l : s.lcores) {
+    const Labels labels = {
+        {"lcore", std::to_string(l.lcore)}, {"cpu", std::to_string(l.cpu)}, {"pollers", l.pollers}};
+    put("tent_lcore_busy_cycles_total", l.busy_cycles, labels);
+    put("tent_lcore_idle_cycles_total", l.idle_cycles, labels);
+  }
+  put("tent_endpoints", s.resources.endpoints_live, {{"state", "live"}});
+  put("tent_endpoints", s.resources.endpoints_retired, {{"state", "retired"}});
+  put("tent_queue_pairs", s.resources.qps_live);
+  for (const auto& [dev, n] : s.resources.qps_per_device)
+    put("tent_device_queue_pairs", n, {{"device", dev}});
+  put("tent_endpoint_reconnects_total", s.resources.reconnects);
+  put("tent_endpoint_evictions_total", s.resources.evictions);
+  put("tent_control_connections_open", s.control.connections_open);
+  put("tent_control_connections_refused_total", s.control.connections_refused);
+  put("tent_control_auth_failures_total", s.control.auth_failures);
+  put("tent_control_frames_rejected_total", s.control.frames_rejected);
+  put("tent_control_deadline_closures_total", s.control.deadline_closures);
+  put("tent_transferred_bytes_total", s.bytes_transferred);
+  for (const auto& [dev, n] : s.bytes_per_device)
+    put("tent_device_transferred_bytes_total", n, {{"device", dev}});
+  for (size_t i = 0; i < s.bytes_per_intent.size(); ++i) {
+    put("tent_intent_transferred_bytes_total", s.bytes_per_intent[i],
+        {{"intent", std::string(toString(static_cast<IntentType>(i)))}});
+  }
+  return out;
+}
+
+// The tent_ samples of a scrape, bucket bounds as boundName(); the NaN _sum (EngineStats
+// keeps no latency sum) is checked on its own and left out.
+Series scrapedSeries(const Exposition& e, bool* sum_is_nan) {
+  Series out;
+  *sum_is_nan = false;
+  for (const Sample& s : e.samples) {
+    if (s.name.rfind("tent_", 0) != 0) continue;
+    if (s.name == "tent_direct_latency_seconds_sum") {
+      *sum_is_nan = std::isnan(s.value);
+      continue;
+    }
+    Labels labels = s.labels;
+    if (auto le = labels.find("le"); le != labels.end())
+      le->second = boundName(std::strtod(le->second.c_str(), nullptr));
+    EXPECT_EQ(out.count(key(s.name, labels)), 0u) << "exported twice: " << key(s.name, labels);
+    out[key(s.name, labels)] = s.value;
+  }
+  return out;
+}
+
+struct Scrape : ::testing::Test {
+  static constexpr size_t kBuf = 1 << 20;
+  void SetUp() override {
+    engine = makeEngine(simYaml(kListenAnyPort));
+    ASSERT_NE(engine, nullptr);
+    ASSERT_NE(engine->metricsExporter(), nullptr);
+    port = engine->metricsExporter()->port();
+    ASSERT_NE(port, 0);
+    src = static_cast<uint8_t*>(*engine->allocateLocalMemory(kBuf, "cpu:0"));
+    dst = static_cast<uint8_t*>(*engine->allocateLocalMemory(kBuf, "cpu:0"));
+  }
+  // One request in its own batch, waited for (pollers stepped) and checked.
+  void transfer(OpCode op, size_t offset, size_t length, IntentType intent) {
+    auto b = engine->allocateBatch(1);
+    ASSERT_TRUE(b.ok());
+    Request r;
+    r.opcode = op;
+    r.source = src + offset;
+    r.target_offset = reinterpret_cast<uint64_t>(dst + offset);
+    r.length = length;
+    r.intent_type = intent;
+    ASSERT_TRUE(engine->submitTransfer(*b, {&r, 1}).ok());
+    const TransferStatus st = waitTask(*engine, *b, 0);
+    ASSERT_EQ(st.state, TransferState::COMPLETED);
+    EXPECT_EQ(st.transferred_bytes, length);
+    EXPECT_TRUE(engine->freeBatch(*b).ok());
+  }
+  std::unique_ptr<TransferEngineImpl> engine;
+  uint16_t port = 0;
+  uint8_t* src = nullptr;
+  uint8_t* dst = nullptr;
+};
+
+TEST_F(Scrape, SeriesCarryTheValuesStatsReports) {
+  fillPattern(src, kBuf, 11);
+  transfer(OpCode::WRITE, 0, 256 << 10, IntentType::UNSPEC);  // worker path, 4 slices
+  // The first foreground request may find no endpoint yet and fall back; once the
+  // endpoints are up one takes the direct lane. Bounded.
+  for (int i = 0; i < 100 && engine->stats().direct.succeeded == 0; ++i)
+    transfer(OpCode::WRITE, 256 << 10, 4096, IntentType::FOREGROUND_GET);
+  ASSERT_GT(engine->stats().direct.succeeded, 0u);
+  std::memset(src, 0, 64 << 10);
+  transfer(OpCode::READ, 0, 64 << 10, IntentType::MIGRATION);
+  EXPECT_EQ(checkPattern(src, 64 << 10, 11), -1);
+  EXPECT_EQ(checkPattern(dst, 256 << 10, 11), -1);
+  ASSERT_TRUE(drainPollers(*engine));
+
+  // Quiesced: nothing steps the pollers now. Scrape between two snapshots that agree.
+  Series expected, scraped;
+  bool sum_is_nan = false;
+  bool stable = false;
+  for (int attempt = 0; attempt < 20 && !stable; ++attempt) {
+    const EngineStats before = engine->stats();
+    const HttpReply reply = httpGet(port, "/metrics");
+    ASSERT_EQ(reply.status, 200) << reply.error;
+    const Exposition e = parseExposition(reply.body);
+    EXPECT_TRUE(e.errors.empty()) << e.errors.front();
+    scraped = scrapedSeries(e, &sum_is_nan);
+    expected = expectedSeries(before);
+    stable = expected == expectedSeries(engine->stats());
+  }
+  ASSERT_TRUE(stable) << "stats() kept changing with no transfer running";
+
+  // Something was measured, so equal series are not zeros on both sides.
+  const EngineStats s = engine->stats();
+  EXPECT_GE(s.worker.tasks, 2u);
+  EXPECT_GT(s.bytes_transferred, 0u);
+  EXPECT_GT(s.resources.qps_live, 0u);
+  ASSERT_EQ(s.lcores.size(), 2u);
+  EXPECT_GT(s.lcores[0].busy_cycles + s.lcores[1].busy_cycles, 0u);
+  EXPECT_GE(expected[key("tent_direct_latency_seconds_count")], 1.0);
+  EXPECT_EQ(expected.count(key("tent_engine_info", {{"provider", std::string(testProviderName())},
+                                                    {"link_model", s.link_model}})),
+            1u);
+
+  for (const auto& [series, value] : expected) {
+    auto it = scraped.find(series);
+    if (it == scraped.end()) {
+      ADD_FAILURE() << "not exported: " << series;
+    } else {
+      EXPECT_EQ(it->second, value) << series;
+    }
+  }
+  for (const auto& [series, value] : scraped)
+    EXPECT_EQ(expected.count(series), 1u) << "exported but not in stats(): " << series;
+  EXPECT_TRUE(sum_is_nan) << "tent_direct_latency_seconds_sum: EngineStats keeps no sum";
+}
+
+TEST_F(Scrape, OnlyMetricsIsServed) {
+  EXPECT_EQ(httpGet(port, "/metrics").status, 200);
+  EXPECT_EQ(httpGet(port, "/").status, 404);
+  EXPECT_EQ(httpGet(port, "/other").status, 404);
+}
+
+TEST(MetricsEndpoint, OffByDefault) {
+  auto engine = makeEngine(simYaml());
+  ASSERT_NE(engine, nullptr);
+  EXPECT_EQ(engine->metricsExporter(), nullptr);
+  EXPECT_EQ(engine->config().metrics.listen, "");
+}
+
+// A port that another socket listens on: engine creation fails, naming the key and
+// the address, instead of running without the endpoint the config asked for.
+TEST(MetricsEndpoint, PortInUseFailsEngineCreation) {
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  ASSERT_GE(fd, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ASSERT_EQ(::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
+  ASSERT_EQ(::listen(fd, 1), 0);
+  socklen_t len = sizeof(addr);
+  ASSERT_EQ(::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len), 0);
+  const std::string listen = "127.0.0.1:" + std::to_string(ntohs(addr.sin_port));
+
+  auto e = TransferEngine::createFromYaml(simYaml("metrics: {listen: \"" + listen + "\"}\n"));
+  ::close(fd);
+  ASSERT_FALSE(e.ok());
+  const std::string& m = e.status().message();
+  EXPECT_EQ(e.status().code(), StatusCode::kUnavailable) << m;
+  EXPECT_NE(m.find("metrics.listen"), std::string::npos) << m;
+  EXPECT_NE(m.find("cannot serve metrics on " + listen), std::string::npos) << m;
+  EXPECT_NE(m.find("in use"), std::string::npos) << m;
+}
+
+// Debian 12's civetweb has no IPv6: an IPv6 address (valid in the config) then fails
+// engine creation saying so; with an IPv6 civetweb the endpoint comes up.
+TEST(MetricsEndpoint, Ipv6NeedsCivetwebWithIpv6) {
+  auto e = TransferEngine::createFromYaml(simYaml("metrics: {listen: \"[::1]:0\"}\n"));
+  if (mg_check_feature(8) == 0) {
+    ASSERT_FALSE(e.ok());
+    EXPECT_EQ(e.status().code(), StatusCode::kNotSupported);
+    EXPECT_NE(e.status().message().find("metrics.listen"), std::string::npos);
+    EXPECT_NE(e.status().message().find("without IPv6"), std::string::npos);
+  } else {
+    EXPECT_TRUE(e.ok()) << e.status().toString();
+  }
+}
+
+}  // namespace
+}  // namespace tent::metrics::testing
