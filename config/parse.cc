@@ -433,6 +433,7 @@ void readBootstrap(MapReader& m, BootstrapConfig* b) {
   m.integer("io_timeout_ms", &b->io_timeout_ms, 1, kMaxLinkTimeoutMs);
   m.integer("descriptor_refresh_ms", &b->descriptor_refresh_ms, 0, kMaxLinkTimeoutMs);
   m.integer("max_connections", &b->max_connections, 1, 1 << 20);
+  m.integer("max_connections_per_source", &b->max_connections_per_source, 1, 1 << 20);
   m.integer("handshake_timeout_ms", &b->handshake_timeout_ms, 1, kMaxLinkTimeoutMs);
   m.integer("keepalive_ms", &b->keepalive_ms, 10, kMaxLinkTimeoutMs);
   m.integer("max_segments", &b->max_segments, 2, 1 << 20);

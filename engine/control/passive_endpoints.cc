@@ -84,6 +84,11 @@ void PassiveEndpoints::drop(Passive& p) {
   p.ep.reset();  // nothing is posted on passive QPs: destroy them now
 }
 
+size_t PassiveEndpoints::heldBy(uint64_t session) const noexcept {
+  auto it = by_session_.find(session);
+  return it == by_session_.end() ? 0 : it->second.size();
+}
+
 PassiveEndpoints::List& PassiveEndpoints::listOf(uint64_t session) {
   return by_session_[session];
 }

@@ -32,6 +32,7 @@ struct Stub : c::ServerHandler {
   }
   void release(c::ServerSession&, const m::ReleaseMessage&) override {}
   void sessionClosed(c::ServerSession&) override {}
+  bool holdsEndpoints(const c::ServerSession&) override { return false; }
 };
 
 struct Server {

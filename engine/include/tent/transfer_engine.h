@@ -165,10 +165,12 @@ struct ResourceStats {
 // The control listener and its sessions.
 struct ControlStats {
   uint64_t connections_open = 0;     // control connections right now (both directions)
-  uint64_t connections_refused = 0;  // over bootstrap.max_connections, refused at once
+  uint64_t connections_refused = 0;  // closed for want of room (at once, or in their handshake)
   uint64_t auth_failures = 0;        // peers that failed or skipped authentication
   uint64_t frames_rejected = 0;      // malformed, oversized or out-of-order frames
   uint64_t deadline_closures = 0;    // connections closed for missing a read/write deadline
+  uint64_t sessions_evicted = 0;     // idle sessions (holding no endpoint) closed for room
+  uint64_t source_cap_hits = 0;      // connections from an address at its per-source cap
 };
 
 struct EngineStats {
