@@ -28,6 +28,7 @@ constexpr int64_t kMaxBlockUs = 60000000;      // a minute: also bounds how stal
 constexpr int64_t kMaxLatencyNs = 1000000000;  // one second
 constexpr double kMaxLinkGbps = 100000;
 constexpr int64_t kMaxDirectBytes = int64_t{1} << 40;
+constexpr int64_t kMaxEalMemoryMb = 65536;
 
 // ---- text rules -----------------------------------------------------------------
 
@@ -152,7 +153,10 @@ std::string alreadyAt(std::string_view what, std::string_view where) {
 
 void readEal(MapReader& m, EalConfig* e) {
   m.choice("mode", &e->mode, kLcoreModes);
-  m.integer("memory_mb", &e->memory_mb, 16, 1048576);
+  // DPDK keeps at most 64 GiB per page size (RTE_MAX_MEM_MB_PER_TYPE); without
+  // hugepages a terabyte grew EAL's page records to gigabytes and crashed it. What
+  // the machine can give is checked when EAL starts (lcore/eal_memory.h).
+  m.integer("memory_mb", &e->memory_mb, 16, kMaxEalMemoryMb);
   m.boolean("no_huge", &e->no_huge);
   m.boolean("no_pci", &e->no_pci);
   m.boolean("no_shconf", &e->no_shconf);

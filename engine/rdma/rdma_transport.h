@@ -95,6 +95,7 @@ class RdmaTransport {
  private:
   RdmaTransport(std::shared_ptr<const config::Config> config, fabric::Provider& provider,
                 const topology::RailMap& rails);
+  Status makeSlicePool();
   Status init();
   Status planPollers();
   Status initContexts();

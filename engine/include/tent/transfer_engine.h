@@ -87,6 +87,8 @@ std::string_view toString(IntentType t) noexcept;
 Result<IntentType> parseIntentType(std::string_view text);
 
 // Where memory lives: "cpu:N" (NUMA node N), "cuda:N", or "*" (unknown / anywhere).
+// Registering or allocating with a cpu:N this machine does not have (or anything else
+// that is not a location) fails with InvalidArgument.
 using Location = std::string;
 
 // What peers may do to a registered buffer. The local side may always read it and
@@ -210,6 +212,8 @@ class TransferEngine {
       MemoryAccess access = MemoryAccess::kRemoteReadWrite) = 0;
   virtual Status freeLocalMemory(void* addr) = 0;
   // Registers caller-owned memory on every device. `location` "*" = ask the topology.
+  // The range must be mapped, and writable (the local side READs into it): every
+  // provider refuses it otherwise, as a NIC does when it pins the pages.
   virtual Status registerLocalMemory(void* addr, size_t length, const Location& location = "*",
                                      MemoryAccess access = MemoryAccess::kRemoteReadWrite) = 0;
   virtual Status unregisterLocalMemory(void* addr) = 0;
