@@ -197,7 +197,9 @@ void readSoft(MapReader& m, SoftFabricConfig* s) {
   m.integer("default_latency_ns", &s->default_latency_ns, 0, kMaxLatencyNs);
   m.replacedBy("peer_dead_timeout_ms", "fabric.soft.retry_budget_ms");
   m.integer("retry_budget_ms", &s->retry_budget_ms, 1, kMaxLinkTimeoutMs);
-  m.integer("max_mrs", &s->max_mrs, 1, 1 << 20);
+  // An MR key holds a 16-bit slot (engine/fabric/soft/soft_layout.h, kMaxMrs): the soft
+  // provider refused more at engine creation, inside the documented range.
+  m.integer("max_mrs", &s->max_mrs, 1, 65536);
   m.integer("max_message_bytes", &s->max_message_bytes, 4096, int64_t{1} << 31);
   m.text("shm_dir", &s->shm_dir, kAbsolutePath);
   m.boolean("copy_payload", &s->copy_payload);

@@ -169,6 +169,16 @@ TEST(ConfigErrors, EalMemoryIsWithinWhatDpdkSurvives) {
   EXPECT_TRUE(parseError("eal:\n  memory_mb: 65536\n").ok());
 }
 
+// The soft provider refused max_mrs over 65536 at engine creation, inside [1, 1048576].
+TEST(ConfigErrors, SoftMrsWithinWhatTheProviderTakes) {
+  expectError({"more MRs than an rkey's slot holds",
+               "fabric:\n  soft:\n    max_mrs: 65537\n",
+               3,
+               "fabric.soft.max_mrs",
+               {"expected an integer in [1, 65536], got '65537'"}});
+  EXPECT_TRUE(parseError("fabric:\n  soft:\n    max_mrs: 65536\n").ok());
+}
+
 TEST(ConfigErrors, OutOfRange) {
   expectError({"below",
                "workers:\n  block_size: 4095\n",
