@@ -12,7 +12,7 @@
 #include "config/parse.h"
 #include "config/yaml_reader.h"
 #include "config/yaml_stream.h"
-#include "engine/common/bounded_file.h"
+#include "base/bounded_file.h"
 #include "tent/log.h"
 
 namespace tent::config {

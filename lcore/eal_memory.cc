@@ -9,7 +9,7 @@
 #include <cstring>
 #include <string>
 
-#include "engine/common/bounded_file.h"
+#include "base/bounded_file.h"
 
 namespace tent::lcore {
 namespace {

@@ -13,7 +13,7 @@
 #include <utility>
 
 #include "config/config.h"
-#include "engine/common/bounded_file.h"
+#include "base/bounded_file.h"
 #include "tent/log.h"
 
 namespace tent::topology {

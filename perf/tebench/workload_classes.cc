@@ -6,7 +6,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "engine/common/bounded_file.h"
+#include "base/bounded_file.h"
 #include "perf/tebench/bench_limits.h"
 
 namespace tent::bench {

@@ -8,8 +8,8 @@
 #include <cstring>
 #include <new>
 
-#include "engine/common/mapped_range.h"
-#include "engine/fabric/soft/soft_internal.h"
+#include "base/mapped_range.h"
+#include "fabric/soft/soft_internal.h"
 #include "tent/log.h"
 
 namespace tent::fabric::soft {
