@@ -2,12 +2,7 @@
 // applying log levels. The schema itself is in parse.cc.
 #include "config/config.h"
 
-#include <fcntl.h>
-#include <sys/stat.h>
-#include <unistd.h>
-
 #include <algorithm>
-#include <cerrno>
 #include <cstdlib>
 #include <cstring>
 #include <exception>
@@ -17,6 +12,7 @@
 #include "config/parse.h"
 #include "config/yaml_reader.h"
 #include "config/yaml_stream.h"
+#include "base/bounded_file.h"
 #include "tent/log.h"
 
 namespace tent::config {
@@ -26,7 +22,7 @@ using detail::MapReader;
 using detail::Walk;
 
 // A config file is a few KiB; anything this big is the wrong file.
-constexpr off_t kMaxFileBytes = 16 << 20;
+constexpr uint64_t kMaxFileBytes = 16 << 20;
 
 std::string withLine(const std::string& source, int line) {
   return line > 0 ? source + ":" + std::to_string(line) : source;
@@ -63,53 +59,11 @@ Result<std::shared_ptr<const Config>> parseText(std::string_view yaml, const std
   }
 }
 
-// What a path names when it is not a regular file, for the message.
-std::string_view fileKind(mode_t mode) {
-  if (S_ISDIR(mode)) return "a directory";
-  if (S_ISFIFO(mode)) return "a FIFO";
-  if (S_ISCHR(mode)) return "a character device";
-  if (S_ISBLK(mode)) return "a block device";
-  if (S_ISSOCK(mode)) return "a socket";
-  return "not a regular file";
-}
-
 Result<std::string> readWholeFile(const std::string& path) {
-  // O_NONBLOCK: opening a FIFO would otherwise wait for a writer (and a device's open
-  // may wait too) before fstat() could refuse it. Reads of a regular file ignore it.
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
-  if (fd < 0) {
-    const int err = errno;
-    std::string msg = "cannot open config file '" + path + "': " + std::strerror(err);
-    return err == ENOENT ? Status::NotFound(std::move(msg)) : Status::IoError(std::move(msg));
-  }
-  struct stat st {};
-  std::string text;
-  Status status;
-  if (::fstat(fd, &st) != 0) {
-    status = Status::IoError("cannot stat config file '" + path + "': " + std::strerror(errno));
-  } else if (!S_ISREG(st.st_mode)) {
-    status = Status::IoError("config file '" + path + "' is " + std::string(fileKind(st.st_mode)) +
-                             "; a config file must be a regular file");
-  } else if (st.st_size > kMaxFileBytes) {
-    status = Status::IoError("config file '" + path + "' is larger than 16 MiB");
-  } else {
-    text.resize(static_cast<size_t>(st.st_size));
-    size_t done = 0;
-    while (done < text.size() && status.ok()) {
-      const ssize_t n = ::read(fd, text.data() + done, text.size() - done);
-      if (n > 0) {
-        done += static_cast<size_t>(n);
-      } else if (n == 0) {
-        text.resize(done);  // the file shrank while we read it
-        break;
-      } else if (errno != EINTR) {
-        status = Status::IoError("cannot read config file '" + path + "': " + std::strerror(errno));
-      }
-    }
-  }
-  ::close(fd);
-  if (!status.ok()) return status;
-  return text;
+  BoundedFileOptions options;
+  options.max_bytes = kMaxFileBytes;
+  TENT_ASSIGN_OR_RETURN(BoundedFile file, readBoundedFile(path, "config file", options));
+  return std::move(file.bytes);
 }
 
 std::string levelNames() {

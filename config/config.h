@@ -258,6 +258,9 @@ struct BootstrapConfig {
   uint32_t handshake_timeout_ms = 2000;  // a new connection authenticates within this
   uint32_t keepalive_ms = 1000;          // an idle session is probed this often
   uint32_t max_segments = 4096;          // peer segments open at once
+  // Of max_connections, from one peer address. Both caps first close idle sessions
+  // (and connections still in their handshake) to make room (docs/engine.md, "Caps").
+  uint32_t max_connections_per_source = 256;
   AuthConfig auth;
 
   bool operator==(const BootstrapConfig&) const = default;

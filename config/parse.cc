@@ -28,6 +28,7 @@ constexpr int64_t kMaxBlockUs = 60000000;      // a minute: also bounds how stal
 constexpr int64_t kMaxLatencyNs = 1000000000;  // one second
 constexpr double kMaxLinkGbps = 100000;
 constexpr int64_t kMaxDirectBytes = int64_t{1} << 40;
+constexpr int64_t kMaxEalMemoryMb = 65536;
 
 // ---- text rules -----------------------------------------------------------------
 
@@ -152,7 +153,10 @@ std::string alreadyAt(std::string_view what, std::string_view where) {
 
 void readEal(MapReader& m, EalConfig* e) {
   m.choice("mode", &e->mode, kLcoreModes);
-  m.integer("memory_mb", &e->memory_mb, 16, 1048576);
+  // DPDK keeps at most 64 GiB per page size (RTE_MAX_MEM_MB_PER_TYPE); without
+  // hugepages a terabyte grew EAL's page records to gigabytes and crashed it. What
+  // the machine can give is checked when EAL starts (lcore/eal_memory.h).
+  m.integer("memory_mb", &e->memory_mb, 16, kMaxEalMemoryMb);
   m.boolean("no_huge", &e->no_huge);
   m.boolean("no_pci", &e->no_pci);
   m.boolean("no_shconf", &e->no_shconf);
@@ -193,7 +197,9 @@ void readSoft(MapReader& m, SoftFabricConfig* s) {
   m.integer("default_latency_ns", &s->default_latency_ns, 0, kMaxLatencyNs);
   m.replacedBy("peer_dead_timeout_ms", "fabric.soft.retry_budget_ms");
   m.integer("retry_budget_ms", &s->retry_budget_ms, 1, kMaxLinkTimeoutMs);
-  m.integer("max_mrs", &s->max_mrs, 1, 1 << 20);
+  // An MR key holds a 16-bit slot (engine/fabric/soft/soft_layout.h, kMaxMrs): the soft
+  // provider refused more at engine creation, inside the documented range.
+  m.integer("max_mrs", &s->max_mrs, 1, 65536);
   m.integer("max_message_bytes", &s->max_message_bytes, 4096, int64_t{1} << 31);
   m.text("shm_dir", &s->shm_dir, kAbsolutePath);
   m.boolean("copy_payload", &s->copy_payload);
@@ -433,6 +439,7 @@ void readBootstrap(MapReader& m, BootstrapConfig* b) {
   m.integer("io_timeout_ms", &b->io_timeout_ms, 1, kMaxLinkTimeoutMs);
   m.integer("descriptor_refresh_ms", &b->descriptor_refresh_ms, 0, kMaxLinkTimeoutMs);
   m.integer("max_connections", &b->max_connections, 1, 1 << 20);
+  m.integer("max_connections_per_source", &b->max_connections_per_source, 1, 1 << 20);
   m.integer("handshake_timeout_ms", &b->handshake_timeout_ms, 1, kMaxLinkTimeoutMs);
   m.integer("keepalive_ms", &b->keepalive_ms, 10, kMaxLinkTimeoutMs);
   m.integer("max_segments", &b->max_segments, 2, 1 << 20);

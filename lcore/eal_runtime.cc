@@ -13,6 +13,7 @@
 #include <mutex>
 #include <string>
 
+#include "lcore/eal_memory.h"
 #include "lcore/runtime_impl.h"
 #include "tent/log.h"
 #include "topology/cpu_set.h"
@@ -176,6 +177,7 @@ std::vector<std::string> ealArgumentsFor(const config::Config& config,
 }
 
 Status initEal(const config::Config& config, const std::vector<config::LcoreSpec>& specs) {
+  TENT_RETURN_IF_ERROR(checkEalMemory(config, readMachineMemory()));
   EalProcess& p = process();
   p.args = ealArgumentsFor(config, specs);
   std::vector<char*> argv;

@@ -8,13 +8,12 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
-#include <fstream>
 #include <iterator>
 #include <map>
-#include <sstream>
 #include <utility>
 
 #include "config/config.h"
+#include "base/bounded_file.h"
 #include "tent/log.h"
 
 namespace tent::topology {
@@ -149,17 +148,8 @@ bool byPciThenName(const PciDevice& a, const PciDevice& b) {
   return a.name < b.name;
 }
 
-Status readFile(const std::string& path, std::string* out) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) {
-    return Status::NotFound("cannot read topology file '" + path + "': " + std::strerror(errno));
-  }
-  std::ostringstream text;
-  text << in.rdbuf();
-  if (in.bad()) return Status::IoError("error reading topology file '" + path + "'");
-  *out = text.str();
-  return Status::OK();
-}
+// A machine's hwloc XML is a few hundred KiB; anything this big is the wrong file.
+constexpr uint64_t kMaxXmlBytes = 64 << 20;
 
 }  // namespace
 
@@ -275,9 +265,10 @@ Result<Topology> Topology::loadLive() {
 }
 
 Result<Topology> Topology::loadXml(const std::string& path) {
-  std::string text;
-  TENT_RETURN_IF_ERROR(readFile(path, &text));
-  return loadXmlBuffer(text, path);
+  BoundedFileOptions options;
+  options.max_bytes = kMaxXmlBytes;
+  TENT_ASSIGN_OR_RETURN(BoundedFile file, readBoundedFile(path, "topology.xml_file", options));
+  return loadXmlBuffer(file.bytes, path);
 }
 
 Result<Topology> Topology::loadXmlBuffer(std::string_view xml, std::string source_name) {

@@ -10,9 +10,11 @@
 
 #include "api/batch_table.h"
 #include "config/config.h"
+#include "api/batch_table.h"
 #include "fabric/fabric.h"
 #include "metrics/exporter.h"
 #include "model/rdma_task.h"
+#include "transport/rdma_transport.h"
 #include "tent/transfer_engine.h"
 #include "topology/rail_map.h"
 #include "topology/topology.h"

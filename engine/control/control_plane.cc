@@ -3,6 +3,7 @@
 #include <chrono>
 #include <random>
 
+#include "net/address.h"
 #include "control/endpoint_manager.h"
 #include "control/passive_endpoints.h"
 #include "control/peer_segments.h"
@@ -35,6 +36,9 @@ class ControlPlane::Handler final : public ServerHandler {
   }
   void sessionClosed(ServerSession& session) override {
     plane_.passive_->sessionClosed(session.id());
+  }
+  bool holdsEndpoints(const ServerSession& session) override {
+    return plane_.passive_ && plane_.passive_->heldBy(session.id()) != 0;
   }
 
  private:
@@ -73,6 +77,7 @@ Status ControlPlane::init() {
   ServerOptions so;
   so.secret = secret_;
   so.max_connections = b.max_connections;
+  so.max_connections_per_source = b.max_connections_per_source;
   so.handshake_timeout_ns = uint64_t{b.handshake_timeout_ms} * 1'000'000;
   so.io_timeout_ns = uint64_t{b.io_timeout_ms} * 1'000'000;
   so.idle_timeout_ns = uint64_t{b.keepalive_ms} * 1'000'000 * 4 + so.io_timeout_ns;
@@ -215,6 +220,8 @@ void ControlPlane::fillStats(EngineStats* out) const {
   out->control.auth_failures = get(counters_.auth_failures);
   out->control.frames_rejected = get(counters_.frames_rejected);
   out->control.deadline_closures = get(counters_.deadline_closures);
+  out->control.sessions_evicted = get(counters_.sessions_evicted);
+  out->control.source_cap_hits = get(counters_.source_cap_hits);
 }
 
 }  // namespace tent::control

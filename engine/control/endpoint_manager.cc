@@ -6,6 +6,7 @@
 #include "base/ebr.h"
 #include "control/control_plane.h"
 #include "control/peer_segments.h"
+#include "wire/bootstrap.h"
 #include "model/local_memory.h"
 #include "model/rdma_context.h"
 #include "tent/log.h"

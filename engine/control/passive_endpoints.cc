@@ -6,6 +6,7 @@
 #include "model/rdma_context.h"
 #include "net/address.h"
 #include "net/one_shot.h"
+#include "wire/segment_descriptor.h"
 #include "tent/log.h"
 #include "wire/segment_descriptor.h"
 
@@ -82,6 +83,11 @@ void PassiveEndpoints::drop(Passive& p) {
   --per_context_[p.context];
   --total_;
   p.ep.reset();  // nothing is posted on passive QPs: destroy them now
+}
+
+size_t PassiveEndpoints::heldBy(uint64_t session) const noexcept {
+  auto it = by_session_.find(session);
+  return it == by_session_.end() ? 0 : it->second.size();
 }
 
 PassiveEndpoints::List& PassiveEndpoints::listOf(uint64_t session) {

@@ -40,6 +40,8 @@ class PassiveEndpoints {
   void release(uint64_t session, const metadata::ReleaseMessage& m);
   void sessionClosed(uint64_t session);
   size_t count() const noexcept { return total_; }
+  // Endpoints owned by `session` (0 for any session that bootstrapped none).
+  size_t heldBy(uint64_t session) const noexcept;
 
  private:
   struct Passive {

@@ -4,6 +4,7 @@
 #include "base/ebr.h"
 #include "control/control_plane.h"
 #include "control/endpoint_manager.h"
+#include "wire/segment_descriptor.h"
 #include "model/local_memory.h"
 #include "model/rdma_context.h"
 #include "tent/log.h"

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "fabric/fabric.h"
+#include "model/rdma_task.h"
 #include "lcore/poller.h"
 #include "lcore/ring.h"
 #include "model/rdma_task.h"

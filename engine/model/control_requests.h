@@ -6,6 +6,7 @@
 
 #include <memory>
 
+#include "model/segment_table.h"
 #include "lcore/ring.h"
 #include "model/segment_table.h"
 #include "tent/status.h"

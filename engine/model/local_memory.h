@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "wire/segment_descriptor.h"
 #include "model/segments.h"
 #include "tent/transfer_engine.h"
 #include "topology/rail_map.h"

@@ -25,6 +25,7 @@
 #include <vector>
 
 #include "fabric/fabric.h"
+#include "wire/bootstrap.h"
 #include "tent/status.h"
 #include "tent/transfer_engine.h"
 #include "wire/bootstrap.h"

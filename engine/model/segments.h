@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "fabric/fabric.h"
+#include "wire/segment_descriptor.h"
 #include "tent/transfer_engine.h"
 #include "topology/rail_map.h"
 #include "wire/segment_descriptor.h"

@@ -1,19 +1,21 @@
 #include "net/auth.h"
 
-#include <fcntl.h>
 #include <openssl/crypto.h>
 #include <openssl/evp.h>
 #include <openssl/hmac.h>
 #include <sys/random.h>
 #include <sys/stat.h>
-#include <unistd.h>
 
-#include <cerrno>
 #include <cstring>
+
+#include "base/bounded_file.h"
 
 namespace tent::control {
 
 namespace {
+
+// A secret is tens of bytes; a file this big is the wrong one.
+constexpr uint64_t kMaxSecretFileBytes = 64 << 10;
 
 std::string where(const std::string& path) {
   return "bootstrap.auth.secret_file '" + path + "': ";
@@ -42,26 +44,17 @@ std::span<const uint8_t> bytesOf(const std::string& s) {
 }  // namespace
 
 Result<Secret> Secret::load(const std::string& path) {
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOFOLLOW);
-  if (fd < 0) return Status::NotFound(where(path) + std::strerror(errno));
-  struct stat st {};
-  if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-    ::close(fd);
-    return Status::InvalidArgument(where(path) + "not a regular file");
-  }
-  if ((st.st_mode & (S_IRWXG | S_IRWXO)) != 0) {
-    ::close(fd);
+  BoundedFileOptions options;
+  options.max_bytes = kMaxSecretFileBytes;
+  options.no_follow = true;
+  auto file = readBoundedFile(path, "bootstrap.auth.secret_file", options);
+  if (!file.ok()) return file.status();
+  if ((file->mode & (S_IRWXG | S_IRWXO)) != 0) {
     return Status::PermissionDenied(where(path) +
                                     "is readable or writable by its group or others; "
                                     "chmod 600 it (it holds the cluster secret)");
   }
-  std::string bytes;
-  char buf[4096];
-  ssize_t n = 0;
-  while ((n = ::read(fd, buf, sizeof buf)) > 0 && bytes.size() < (1u << 20))
-    bytes.append(buf, static_cast<size_t>(n));
-  ::close(fd);
-  if (n < 0) return Status::IoError(where(path) + std::strerror(errno));
+  std::string bytes = std::move(file->bytes);
   if (!bytes.empty() && bytes.back() == '\n') bytes.pop_back();
   if (!bytes.empty() && bytes.back() == '\r') bytes.pop_back();
   if (bytes.size() < kMinSecretBytes)

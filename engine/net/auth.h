@@ -19,6 +19,7 @@
 #include <string>
 #include <vector>
 
+#include "wire/control_frames.h"
 #include "tent/status.h"
 #include "wire/control_frames.h"
 

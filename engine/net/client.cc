@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include "wire/segment_descriptor.h"
 #include "tent/log.h"
 #include "wire/segment_descriptor.h"
 

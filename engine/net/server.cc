@@ -1,14 +1,17 @@
 #include "net/server.h"
 
 #include <netinet/in.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <cstring>
 
 #include "net/address.h"
+#include "wire/bootstrap.h"
 #include "tent/log.h"
 #include "wire/bootstrap.h"
 
@@ -18,10 +21,11 @@ using metadata::FrameType;
 
 // ---- session ------------------------------------------------------------------------
 
-ServerSession::ServerSession(ControlServer& server, int fd)
+ServerSession::ServerSession(ControlServer& server, int fd, PeerSource source)
     : server_(server),
       conn_(server.loop_, fd, *this, server.options_.io_timeout_ns, false),
-      id_(server.next_session_id_++) {
+      id_(server.next_session_id_++),
+      source_(std::move(source)) {
   conn_.setDeadline(clock::monotonicNs() + server.options_.handshake_timeout_ns,
                     "no complete handshake within bootstrap.handshake_timeout_ms");
 }
@@ -74,6 +78,7 @@ void ServerSession::onFirstFrame(FrameType type, std::vector<uint8_t>& payload) 
                                  "(bootstrap.auth.secret_file); one-shot requests are refused"),
         true);
   one_shot_ = true;
+  opened_ = true;
   state_ = State::kOpen;
   conn_.setDeadline(0, "");
   onRequest(type, payload);
@@ -123,6 +128,7 @@ void ServerSession::onAuth(const std::vector<uint8_t>& payload) {
 
 void ServerSession::open() {
   state_ = State::kOpen;
+  opened_ = true;
   conn_.setMaxPayload(metadata::kMaxControlPayload);
   touch();
 }
@@ -163,7 +169,6 @@ void ServerSession::onRequest(FrameType type, const std::vector<uint8_t>& payloa
 }
 
 void ServerSession::evict() {
-  state_ = State::kClosing;
   conn_.close(Status::ResourceExhausted("evicted: the listener is at its connection cap"));
 }
 
@@ -177,13 +182,37 @@ void ServerSession::onClosed(Connection&, const Status& why) {
     ControlCounters::bump(server_.stats_.frames_rejected);
   if (why.code() == StatusCode::kPermissionDenied)
     ControlCounters::bump(server_.stats_.auth_failures);
-  const bool was_session = state_ == State::kOpen && !one_shot_;
+  // A session refused or evicted after it opened is closing by now, and may have
+  // bootstrapped endpoints all the same: the handler frees them.
+  const bool was_session = opened_ && !one_shot_;
   state_ = State::kClosing;
   if (was_session) server_.handler_.sessionClosed(*this);
   server_.forget(this);
 }
 
 // ---- listener -----------------------------------------------------------------------
+
+namespace {
+
+// Out of descriptors, accept stops until some close: the table cap never comes into
+// play, and idle sessions are not evicted for a newcomer. Said once per process.
+void warnIfDescriptorsRunOutFirst(uint32_t max_connections) {
+  constexpr rlim_t kOtherDescriptors = 256;  // devices, shm, eventfds, the application's
+  static std::atomic<bool> warned{false};
+  rlimit nofile{};
+  if (::getrlimit(RLIMIT_NOFILE, &nofile) != 0 || nofile.rlim_cur == RLIM_INFINITY ||
+      nofile.rlim_cur >= rlim_t{max_connections} + kOtherDescriptors || warned.exchange(true))
+    return;
+  TENT_WARN(kEngine,
+            "control: bootstrap.max_connections %u is more than the descriptor limit leaves "
+            "(RLIMIT_NOFILE %lu, about %lu used otherwise): when descriptors run out the "
+            "listener stops accepting instead of making room; raise the limit (ulimit -n) or "
+            "lower bootstrap.max_connections",
+            max_connections, static_cast<unsigned long>(nofile.rlim_cur),
+            static_cast<unsigned long>(kOtherDescriptors));
+}
+
+}  // namespace
 
 Result<std::unique_ptr<ControlServer>> ControlServer::create(EventLoop& loop,
                                                              const std::string& host, uint16_t port,
@@ -192,6 +221,7 @@ Result<std::unique_ptr<ControlServer>> ControlServer::create(EventLoop& loop,
                                                              ControlCounters& stats) {
   std::unique_ptr<ControlServer> s(new ControlServer(loop, std::move(options), handler, stats));
   TENT_ASSIGN_OR_RETURN(s->listen_fd_, listenOn(host, port, 1024, &s->port_));
+  warnIfDescriptorsRunOutFirst(s->options_.max_connections);
   return s;
 }
 
@@ -210,6 +240,7 @@ Status ControlServer::start() {
 void ControlServer::closeAll() {
   auto sessions = std::move(sessions_);
   sessions_.clear();
+  per_source_ = SourceCounts{};
   stats_.connections_open.fetch_sub(sessions.size(), std::memory_order_relaxed);
   // Destroying a session closes its socket without callbacks (the handler is
   // shutting down too).
@@ -221,22 +252,62 @@ void ControlServer::forget(ServerSession* session) {
   if (it == sessions_.end()) return;
   std::shared_ptr<ServerSession> dying(std::move(*it));  // destroyed after this event
   sessions_.erase(it);
+  per_source_.remove(dying->source().key);
   stats_.connections_open.fetch_sub(1, std::memory_order_relaxed);
   loop_.post([dying] {});
 }
 
-// At the cap, a connection that has not finished its handshake yields to a new one,
-// oldest first: a flood of connections that never authenticate cannot lock out a
-// real peer, and sessions that did authenticate are never dropped for room.
-bool ControlServer::evictOldestUnauthenticated() {
+ServerSession* ControlServer::evictionCandidate(const std::string* source) {
+  ServerSession* idle = nullptr;
   for (auto& s : sessions_) {
-    if (s->state() != ServerSession::State::kNew && s->state() != ServerSession::State::kChallenged)
-      continue;
-    ControlCounters::bump(stats_.connections_refused);
-    s->evict();
-    return true;
+    if (source != nullptr && s->source().key != *source) continue;
+    // Still in its handshake, or already closing: the first to go.
+    if (!s->authenticated() || s->state() == ServerSession::State::kClosing) return s.get();
+    if (idle == nullptr && !handler_.holdsEndpoints(*s)) idle = s.get();
   }
-  return false;
+  return idle;
+}
+
+bool ControlServer::evictFor(const std::string* source) {
+  ServerSession* victim = evictionCandidate(source);
+  if (victim == nullptr) return false;
+  if (victim->authenticated()) {
+    ControlCounters::bump(stats_.sessions_evicted);
+    ++room_.idle_evicted;
+  } else {
+    ControlCounters::bump(stats_.connections_refused);
+    ++room_.unauthenticated_evicted;
+  }
+  victim->evict();  // forgets it: the table shrinks now
+  return true;
+}
+
+bool ControlServer::admit(const PeerSource& source) {
+  bool ok = true;
+  if (per_source_.count(source.key) >= options_.max_connections_per_source) {
+    ControlCounters::bump(stats_.source_cap_hits);
+    ++room_.source_cap_hits;
+    room_.last_source = source.text;
+    ok = evictFor(&source.key);
+  }
+  if (ok && sessions_.size() >= options_.max_connections) {
+    room_.last_source = source.text;
+    ok = evictFor(nullptr);
+  }
+  if (!ok) {
+    ControlCounters::bump(stats_.connections_refused);
+    ++room_.refused;
+  }
+  reportRoom();
+  return ok;
+}
+
+void ControlServer::reportRoom() {
+  constexpr uint64_t kReportPeriodNs = 5'000'000'000;  // one line per 5 s, not per connection
+  const std::string line =
+      room_.takeLine(clock::monotonicNs(), kReportPeriodNs, options_.max_connections,
+                     options_.max_connections_per_source);
+  if (!line.empty()) TENT_WARN(kEngine, "%s", line.c_str());
 }
 
 void ControlServer::acceptBackoff() {
@@ -255,7 +326,10 @@ void ControlServer::acceptBackoff() {
 
 void ControlServer::onEvents(uint32_t) {
   for (;;) {
-    const int fd = ::accept4(listen_fd_, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
+    sockaddr_storage from{};
+    socklen_t from_length = sizeof from;
+    const int fd = ::accept4(listen_fd_, reinterpret_cast<sockaddr*>(&from), &from_length,
+                             SOCK_NONBLOCK | SOCK_CLOEXEC);
     if (fd < 0) {
       if (errno == EINTR) continue;
       if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM)
@@ -263,14 +337,15 @@ void ControlServer::onEvents(uint32_t) {
       return;  // EAGAIN, or a connection that died before we took it
     }
     backoff_ns_ = 0;
-    if (sessions_.size() >= options_.max_connections && !evictOldestUnauthenticated()) {
+    PeerSource source = sourceOf(from, from_length);
+    if (!admit(source)) {
       ::close(fd);
-      ControlCounters::bump(stats_.connections_refused);
       continue;
     }
     tuneSocket(fd);
-    auto session = std::make_unique<ServerSession>(*this, fd);
+    auto session = std::make_unique<ServerSession>(*this, fd, std::move(source));
     if (!session->start().ok()) continue;
+    per_source_.add(session->source().key);
     sessions_.push_back(std::move(session));
     ControlCounters::bump(stats_.connections_open);
   }

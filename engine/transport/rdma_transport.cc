@@ -1,9 +1,11 @@
 // RdmaTransport set-up, teardown, poller placement and statistics.
 #include "transport/rdma_transport.h"
 
+#include <new>
 #include "base/ebr.h"
 #include "model/slicing.h"
 #include "tent/log.h"
+#include "topology/location_check.h"
 
 namespace tent::rdma {
 
@@ -31,7 +33,7 @@ Status RdmaTransport::init() {
   runtime_ = std::move(runtime).value();
   std::vector<RdmaContext*> raw;
   for (auto& c : contexts_) raw.push_back(c.get());
-  slice_pool_ = std::make_unique<SlicePool>(config_->workers.slice_pool);
+  TENT_RETURN_IF_ERROR(makeSlicePool());
   segments_ = std::make_unique<SegmentTable>(config_->bootstrap.max_segments);
   requests_ = std::make_unique<ControlRequests>();
   TENT_RETURN_IF_ERROR(requests_->init(4096));
@@ -69,6 +71,21 @@ Status RdmaTransport::init() {
   control_ = std::move(control).value();
   local_->onChange([this] { control_->localChanged(); });
   return attachPollers();
+}
+
+// The one large allocation of engine start (workers.slice_pool up to 16 M slices,
+// about 1.8 GiB): a machine that cannot give it gets a Status, not std::bad_alloc.
+Status RdmaTransport::makeSlicePool() {
+  try {
+    slice_pool_ = std::make_unique<SlicePool>(config_->workers.slice_pool);
+  } catch (const std::bad_alloc&) {
+    return Status::ResourceExhausted(
+        config_->source + ": workers.slice_pool: " + std::to_string(config_->workers.slice_pool) +
+        " slices (" +
+        std::to_string(uint64_t{config_->workers.slice_pool} * sizeof(RdmaSlice) >> 20) +
+        " MiB) cannot be allocated; lower it");
+  }
+  return Status::OK();
 }
 
 RdmaTransport::~RdmaTransport() {
@@ -171,6 +188,7 @@ size_t RdmaTransport::stepPollers() {
 
 Status RdmaTransport::registerBuffer(void* addr, size_t length, const Location& location,
                                      bool engine_allocated, MemoryAccess access) {
+  TENT_RETURN_IF_ERROR(topology::checkLocation(rails_, location).withContext("register"));
   return local_->registerBuffer(addr, length, location, engine_allocated, access);
 }
 

@@ -23,6 +23,11 @@
 #include "datapath/direct_path.h"
 #include "datapath/slice_poller.h"
 #include "fabric/fabric.h"
+#include "model/control_requests.h"
+#include "model/local_memory.h"
+#include "model/rdma_context.h"
+#include "model/rdma_task.h"
+#include "model/segment_table.h"
 #include "lcore/runtime.h"
 #include "model/control_requests.h"
 #include "model/local_memory.h"
@@ -95,6 +100,7 @@ class RdmaTransport {
  private:
   RdmaTransport(std::shared_ptr<const config::Config> config, fabric::Provider& provider,
                 const topology::RailMap& rails);
+  Status makeSlicePool();
   Status init();
   Status planPollers();
   Status initContexts();

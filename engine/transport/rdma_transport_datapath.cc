@@ -6,6 +6,7 @@
 
 #include "base/clock.h"
 #include "base/ebr.h"
+#include "transport/rdma_transport.h"
 #include "model/slicing.h"
 #include "tent/log.h"
 #include "transport/rdma_transport.h"

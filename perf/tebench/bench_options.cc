@@ -1,5 +1,7 @@
 #include "perf/tebench/bench_options.h"
 
+#include "perf/tebench/bench_limits.h"
+
 #include <cctype>
 #include <charconv>
 #include <cmath>
@@ -19,6 +21,13 @@ struct FlagSpec {
   std::string help;
   Setter set;
 };
+
+// 86400, 8.64e+10 -> as a range bound in messages.
+std::string boundText(double v) {
+  std::ostringstream out;
+  out << v;
+  return out.str();
+}
 
 Status badValue(std::string_view flag, std::string_view value, std::string_view expected) {
   return Status::InvalidArgument("--" + std::string(flag) + ": expected " + std::string(expected) +
@@ -60,10 +69,13 @@ Setter stringFlag(std::string BenchOptions::*field) {
   };
 }
 
-Setter sizeFlag(std::string name, uint64_t BenchOptions::*field) {
-  return [name, field](BenchOptions& o, std::string_view v) -> Status {
+Setter sizeFlag(std::string name, uint64_t BenchOptions::*field, uint64_t hi) {
+  return [name, field, hi](BenchOptions& o, std::string_view v) -> Status {
     auto parsed = parseSize(v);
-    if (!parsed.ok() || *parsed == 0) return badValue(name, v, "a size > 0 (e.g. 4096, 64K, 4M)");
+    if (!parsed.ok() || *parsed == 0 || *parsed > hi) {
+      return badValue(name, v,
+                      "a size in [1, " + std::to_string(hi) + "] (e.g. 4096, 64K, 4M, 1G)");
+    }
     o.*field = *parsed;
     return Status::OK();
   };
@@ -84,7 +96,10 @@ Setter countFlag(std::string name, uint32_t BenchOptions::*field, uint32_t lo, u
 Setter microsFlag(std::string name, uint64_t BenchOptions::*field) {
   return [name, field](BenchOptions& o, std::string_view v) -> Status {
     auto parsed = parseUnsigned(v);
-    if (!parsed.ok()) return badValue(name, v, "a non-negative integer (microseconds)");
+    if (!parsed.ok() || *parsed > kMaxMicros) {
+      return badValue(name, v,
+                      "an integer in [0, " + std::to_string(kMaxMicros) + "] (microseconds)");
+    }
     o.*field = *parsed;
     return Status::OK();
   };
@@ -93,8 +108,10 @@ Setter microsFlag(std::string name, uint64_t BenchOptions::*field) {
 Setter secondsFlag(std::string name, double BenchOptions::*field, bool allow_zero) {
   return [name, field, allow_zero](BenchOptions& o, std::string_view v) -> Status {
     auto parsed = parseDouble(v);
-    if (!parsed.ok() || *parsed < 0 || (!allow_zero && *parsed == 0)) {
-      return badValue(name, v, allow_zero ? "seconds >= 0" : "seconds > 0");
+    if (!parsed.ok() || *parsed < 0 || (!allow_zero && *parsed == 0) || *parsed > kMaxSeconds) {
+      return badValue(name, v,
+                      std::string("seconds in ") + (allow_zero ? "[0, " : "(0, ") +
+                          boundText(kMaxSeconds) + "]");
     }
     o.*field = *parsed;
     return Status::OK();
@@ -154,7 +171,8 @@ Status setIntent(BenchOptions& o, std::string_view v) {
 
 Status setLinkCapacity(BenchOptions& o, std::string_view v) {
   auto parsed = parseDouble(v);
-  if (!parsed.ok() || *parsed < 0) return badValue("qos_link_capacity_gbps", v, "GB/s >= 0");
+  if (!parsed.ok() || *parsed < 0 || *parsed > kMaxLinkGBps)
+    return badValue("qos_link_capacity_gbps", v, "GB/s in [0, " + boundText(kMaxLinkGBps) + "]");
   o.qos_link_capacity_gbps = *parsed;
   return Status::OK();
 }
@@ -180,24 +198,24 @@ const std::vector<FlagSpec>& flagSpecs() {
        "host:port of the target (one; no comma-separated list); empty = run as the target",
        stringFlag(&O::target_seg_name)},
       {"total_buffer_size", false, "256M", "bytes allocated and registered on each side",
-       sizeFlag("total_buffer_size", &O::total_buffer_size)},
+       sizeFlag("total_buffer_size", &O::total_buffer_size, kMaxBufferBytes)},
       {"op_type", false, "read", "read | write | mix (mix: WRITE then READ, both recorded)",
        setOpType},
       {"check_consistency", true, "false",
        "WRITE a fresh pattern, READ it back, verify every byte (implies mix)",
        boolFlag("check_consistency", &O::check_consistency)},
       {"start_block_size", false, "4096", "first block size of the sweep",
-       sizeFlag("start_block_size", &O::start_block_size)},
+       sizeFlag("start_block_size", &O::start_block_size, kMaxBlockBytes)},
       {"max_block_size", false, "64M", "last block size (doubling)",
-       sizeFlag("max_block_size", &O::max_block_size)},
+       sizeFlag("max_block_size", &O::max_block_size, kMaxBlockBytes)},
       {"start_batch_size", false, "1", "first batch size of the sweep",
-       countFlag("start_batch_size", &O::start_batch_size, 1, 65536)},
+       countFlag("start_batch_size", &O::start_batch_size, 1, kMaxBatch)},
       {"max_batch_size", false, "1", "last batch size (doubling)",
-       countFlag("max_batch_size", &O::max_batch_size, 1, 65536)},
+       countFlag("max_batch_size", &O::max_batch_size, 1, kMaxBatch)},
       {"start_num_threads", false, "1", "first thread count of the sweep",
-       countFlag("start_num_threads", &O::start_num_threads, 1, 1024)},
+       countFlag("start_num_threads", &O::start_num_threads, 1, kMaxThreads)},
       {"max_num_threads", false, "1", "last thread count (doubling)",
-       countFlag("max_num_threads", &O::max_num_threads, 1, 1024)},
+       countFlag("max_num_threads", &O::max_num_threads, 1, kMaxThreads)},
       {"duration", false, "5", "measured seconds per case",
        secondsFlag("duration", &O::duration_s, false)},
       {"warmup", false, "1", "unmeasured seconds before the start barrier",
@@ -217,7 +235,7 @@ const std::vector<FlagSpec>& flagSpecs() {
        microsFlag("deadline_us", &O::deadline_us)},
       {"deadline_tight_threads", false, "0",
        "sweep mode: threads [0, N) carry --deadline_us, the others none (Mooncake's rule)",
-       countFlag("deadline_tight_threads", &O::deadline_tight_threads, 0, 1024)},
+       countFlag("deadline_tight_threads", &O::deadline_tight_threads, 0, kMaxThreads)},
       {"tx_resolution", false, "ns",
        "ns | us: keep transfer durations in ns, or in whole us truncated as Mooncake's timer",
        setTxResolution},
@@ -299,7 +317,7 @@ Status validateQos(const std::set<std::string>& given, BenchOptions* o) {
   o->start_num_threads = o->max_num_threads = sum;
   uint64_t needed = 0;
   for (auto& c : o->classes) {
-    needed += uint64_t{c.threads} * c.block_size * c.batch_size;
+    needed = saturatingSum(needed, saturatingProduct({c.threads, c.block_size, c.batch_size}));
     if (!c.intent_given) c.intent_type = o->intent_type;
     if (!c.deadline_given) c.deadline_us = o->deadline_us;
     if (!c.poll_given) c.poll_mode = o->poll_mode;

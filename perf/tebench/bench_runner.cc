@@ -6,6 +6,7 @@
 #include <memory>
 #include <thread>
 
+#include "perf/tebench/bench_limits.h"
 #include "perf/tebench/bench_report.h"
 #include "perf/tebench/bench_run.h"
 #include "perf/tebench/bench_worker.h"
@@ -138,11 +139,12 @@ int runSweep(const BenchOptions& o, BenchEngine& bench, const RemoteBuffer& remo
   for (uint32_t t = o.start_num_threads; t <= o.max_num_threads; t *= 2) {
     for (uint64_t b = o.start_block_size; b <= o.max_block_size; b *= 2) {
       for (uint32_t n = o.start_batch_size; n <= o.max_batch_size; n *= 2) {
-        if (b * n * t > limit) {
+        const uint64_t needs = saturatingProduct({b, n, t});
+        if (needs > limit) {
           std::fprintf(stderr,
                        "tebench: skip threads=%u block=%llu batch=%u: needs %llu bytes, "
                        "buffer has %llu\n",
-                       t, (unsigned long long)b, n, (unsigned long long)(b * n * t),
+                       t, (unsigned long long)b, n, (unsigned long long)needs,
                        (unsigned long long)limit);
           continue;
         }

@@ -92,4 +92,16 @@ int64_t firstPatternMismatch(const char* data, uint64_t length, uint64_t seed) n
   return -1;
 }
 
+int64_t firstPatternMismatchIn(const char* region, uint64_t offset, uint64_t length,
+                               uint64_t seed) noexcept {
+  for (uint64_t b = offset; b < offset + length;) {
+    const uint64_t w = patternWord(seed, b / 8);
+    const auto* expected = reinterpret_cast<const char*>(&w);
+    for (uint64_t k = b % 8; k < 8 && b < offset + length; ++k, ++b) {
+      if (region[b] != expected[k]) return static_cast<int64_t>(b);
+    }
+  }
+  return -1;
+}
+
 }  // namespace tent::bench

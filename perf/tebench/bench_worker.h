@@ -99,5 +99,9 @@ void runBenchThread(const ThreadPlan& plan, Run* run, ThreadResult* out);
 void fillPattern(char* data, uint64_t length, uint64_t seed) noexcept;
 // Index of the first byte that differs from the pattern, or -1.
 int64_t firstPatternMismatch(const char* data, uint64_t length, uint64_t seed) noexcept;
+// The same for bytes [offset, offset + length) of a region whose pattern is `seed`;
+// the index returned is the region's.
+int64_t firstPatternMismatchIn(const char* region, uint64_t offset, uint64_t length,
+                               uint64_t seed) noexcept;
 
 }  // namespace tent::bench

@@ -17,6 +17,7 @@ class TransferLoop {
  public:
   TransferLoop(const ThreadPlan& plan, Run* run) : plan_(plan), run_(run) {
     requests_.resize(plan.batch_size);
+    landed_.resize(plan.check ? plan.batch_size : 0);
     for (uint32_t j = 0; j < plan.batch_size; ++j) {
       Request& r = requests_[j];
       r.source = plan.local + uint64_t{j} * plan.block_size;
@@ -40,6 +41,7 @@ class TransferLoop {
     expired_ = false;
     const bool ok = transfer(op, &duration_ns);
     if (ok && plan_.check && op == OpCode::READ) verify(record);
+    if (plan_.check && op == OpCode::WRITE && ok) landAll();
     if (record == nullptr) return;
     if (ok) {
       record->samples.record(recorded(duration_ns));
@@ -79,12 +81,48 @@ class TransferLoop {
     }
   }
 
+  // The READ brings back what the WRITEs left at the target, request by request: the
+  // last pattern each request's WRITE landed. A WRITE that expired before it started
+  // moved nothing, so its requests still hold the pattern before it; one whose outcome
+  // is unknown (it failed, and counts as failed) leaves them unchecked.
   void verify(ThreadResult* record) noexcept {
-    const int64_t at = firstPatternMismatch(plan_.local, regionBytes(), seed_);
+    int64_t at = -1;
+    if (allLandedAs(seed_)) {
+      at = firstPatternMismatch(plan_.local, regionBytes(), seed_);
+    } else {
+      for (uint32_t j = 0; j < plan_.batch_size && at < 0; ++j) {
+        if (!landed_[j].known) continue;
+        at = firstPatternMismatchIn(plan_.local, uint64_t{j} * plan_.block_size, plan_.block_size,
+                                    landed_[j].seed);
+      }
+    }
     if (at < 0) return;
     if (record) ++record->mismatches;
     slowFail("thread " + std::to_string(plan_.index) + ": byte " + std::to_string(at) +
              " read back differs from the pattern written");
+  }
+
+  bool allLandedAs(uint64_t seed) const noexcept {
+    for (const Landed& l : landed_)
+      if (!l.known || l.seed != seed) return false;
+    return true;
+  }
+
+  void landAll() noexcept {
+    for (Landed& l : landed_) l = {seed_, true};
+  }
+
+  // After a WRITE that did not complete as a whole: which of its requests landed.
+  void noteWriteOutcome(BatchId batch) noexcept {
+    for (uint32_t j = 0; j < plan_.batch_size; ++j) {
+      auto st = run_->engine->getTransferStatus(batch, j);
+      const TransferState state = st.ok() ? st->state : TransferState::FAILED;
+      if (state == TransferState::COMPLETED) {
+        landed_[j] = {seed_, true};
+      } else if (!(expired_ && state == TransferState::TIMEOUT)) {
+        landed_[j].known = false;  // it may have moved part of its bytes
+      }
+    }
   }
 
   // Mooncake's timer keeps whole microseconds, truncated (--tx_resolution=us).
@@ -116,6 +154,7 @@ class TransferLoop {
     int64_t t1 = t0;
     if (ok) ok = waitBatch(*batch, t0, &t1);
     *duration_ns = t1 - t0;
+    if (plan_.check && op == OpCode::WRITE && !ok) noteWriteOutcome(*batch);
     (void)run_->engine->freeBatch(*batch);
     return ok;
   }
@@ -168,6 +207,11 @@ class TransferLoop {
   std::vector<Request> requests_;
   uint64_t iteration_ = 0;
   uint64_t seed_ = 0;
+  struct Landed {
+    uint64_t seed = 0;   // the pattern the request's last landed WRITE left at the target
+    bool known = false;  // false: none landed yet, or one ended in a state that says nothing
+  };
+  std::vector<Landed> landed_;   // per request, with --check_consistency
   bool expired_ = false;         // the last transfer expired before it started
   bool submitted_late_ = false;  // its submit returned after its deadline
 };

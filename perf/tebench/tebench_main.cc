@@ -8,6 +8,7 @@
 #include <numeric>
 
 #include "perf/tebench/bench_engine.h"
+#include "perf/tebench/bench_limits.h"
 #include "perf/tebench/bench_options.h"
 #include "perf/tebench/bench_runner.h"
 
@@ -27,12 +28,14 @@ void blockStopSignals() {
 
 uint64_t qosBytesNeeded(const BenchOptions& o) {
   uint64_t needed = 0;
-  for (const auto& c : o.classes) needed += uint64_t{c.threads} * c.block_size * c.batch_size;
+  for (const auto& c : o.classes)
+    needed = saturatingSum(needed, saturatingProduct({c.threads, c.block_size, c.batch_size}));
   return needed;
 }
 
 int runInitiator(const BenchOptions& o, BenchEngine& bench) {
-  const uint64_t needed = o.isQos() ? qosBytesNeeded(o) : o.start_block_size * o.start_batch_size;
+  const uint64_t needed =
+      o.isQos() ? qosBytesNeeded(o) : saturatingProduct({o.start_block_size, o.start_batch_size});
   auto remote = openRemoteBuffer(*bench.engine, o.target_seg_name, needed);
   if (!remote.ok()) {
     std::fprintf(stderr, "tebench: %s\n", remote.status().toString().c_str());

@@ -1,21 +1,19 @@
 #include "perf/tebench/workload_classes.h"
 
 #include <cmath>
-#include <fstream>
 #include <limits>
 #include <set>
-#include <sstream>
 
 #include <nlohmann/json.hpp>
+
+#include "base/bounded_file.h"
+#include "perf/tebench/bench_limits.h"
 
 namespace tent::bench {
 namespace {
 
 using nlohmann::json;
 
-constexpr uint64_t kMaxThreads = 1024;
-constexpr uint64_t kMaxBlockSize = uint64_t{1} << 40;
-constexpr uint64_t kMaxBatchSize = 65536;
 // A class list is an array of flat objects (2 levels). nlohmann parses iteratively,
 // but dump() and copies of its values recurse, so deep input would overflow the stack.
 constexpr size_t kMaxDepth = 8;
@@ -23,6 +21,8 @@ constexpr size_t kMaxDepth = 8;
 // messages, which quote the offending token, to kMaxParserChars).
 constexpr size_t kMaxShownChars = 60;
 constexpr size_t kMaxParserChars = 200;
+// A class list is a few KiB; a file this big is the wrong one.
+constexpr uint64_t kMaxFileBytes = 1 << 20;
 
 struct IntentEntry {
   std::string_view name;
@@ -144,18 +144,18 @@ Status applyField(const std::string& key, const json& value, const std::string& 
     TENT_ASSIGN_OR_RETURN(uint64_t v, readUnsigned(value, where, key, 1, kMaxThreads));
     c->threads = static_cast<uint32_t>(v);
   } else if (key == "block_size") {
-    TENT_ASSIGN_OR_RETURN(c->block_size, readUnsigned(value, where, key, 1, kMaxBlockSize));
+    TENT_ASSIGN_OR_RETURN(c->block_size, readUnsigned(value, where, key, 1, kMaxBlockBytes));
   } else if (key == "batch_size") {
-    TENT_ASSIGN_OR_RETURN(uint64_t v, readUnsigned(value, where, key, 1, kMaxBatchSize));
+    TENT_ASSIGN_OR_RETURN(uint64_t v, readUnsigned(value, where, key, 1, kMaxBatch));
     c->batch_size = static_cast<uint32_t>(v);
   } else if (key == "intent_type") {
     TENT_ASSIGN_OR_RETURN(c->intent_type, readIntent(value, where));
     c->intent_given = true;
   } else if (key == "deadline_us") {
-    TENT_ASSIGN_OR_RETURN(c->deadline_us, readUnsigned(value, where, key, 0, uint64_t{1} << 40));
+    TENT_ASSIGN_OR_RETURN(c->deadline_us, readUnsigned(value, where, key, 0, kMaxMicros));
     c->deadline_given = true;
   } else if (key == "slo_us") {
-    TENT_ASSIGN_OR_RETURN(c->slo_us, readUnsigned(value, where, key, 0, uint64_t{1} << 40));
+    TENT_ASSIGN_OR_RETURN(c->slo_us, readUnsigned(value, where, key, 0, kMaxMicros));
   } else if (key == "poll_mode") {
     auto mode = value.is_string() ? parsePollMode(value.get<std::string>())
                                   : Result<PollMode>(Status::InvalidArgument(""));
@@ -238,12 +238,11 @@ std::string_view intentName(IntentType type) noexcept {
 
 Result<std::string> loadWorkloadText(const std::string& arg) {
   if (arg.empty() || arg[0] != '@') return arg;
-  const std::string path = arg.substr(1);
-  std::ifstream in(path);
-  if (!in) return Status::NotFound("workload_classes_json: cannot read file '" + path + "'");
-  std::ostringstream text;
-  text << in.rdbuf();
-  return text.str();
+  BoundedFileOptions options;
+  options.max_bytes = kMaxFileBytes;
+  TENT_ASSIGN_OR_RETURN(BoundedFile file,
+                        readBoundedFile(arg.substr(1), "--workload_classes_json file", options));
+  return std::move(file.bytes);
 }
 
 Result<std::vector<WorkloadClass>> parseWorkloadClasses(std::string_view json_text) {

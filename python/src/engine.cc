@@ -40,6 +40,15 @@ bool looksLikeYaml(const std::string& s) {
          (start != std::string::npos && s[start] == '{');
 }
 
+// A str as UTF-8; one that cannot be encoded (lone surrogates) raises
+// UnicodeEncodeError, which the caller turns into tent.Error.
+std::string utf8Of(py::handle text) {
+  Py_ssize_t n = 0;
+  const char* p = PyUnicode_AsUTF8AndSize(text.ptr(), &n);
+  if (p == nullptr) throw py::error_already_set();
+  return std::string(p, static_cast<size_t>(n));
+}
+
 struct ConfigSource {
   enum Kind { kDefault, kPath, kYaml } kind = kDefault;
   std::string text;
@@ -54,10 +63,11 @@ ConfigSource configSource(py::handle config) {
       src.text = py::module_::import("json").attr("dumps")(config).cast<std::string>();
       src.kind = ConfigSource::kYaml;
     } else if (py::isinstance(config, py::module_::import("os").attr("PathLike"))) {
-      src.text = py::str(py::module_::import("os").attr("fsdecode")(config)).cast<std::string>();
+      // The file system's bytes: a name that is not UTF-8 is still a name.
+      src.text = py::bytes(py::module_::import("os").attr("fsencode")(config)).cast<std::string>();
       src.kind = ConfigSource::kPath;
     } else if (PyUnicode_Check(config.ptr())) {
-      src.text = config.cast<std::string>();
+      src.text = utf8Of(config);
       src.kind = src.text.empty()          ? ConfigSource::kDefault
                  : looksLikeYaml(src.text) ? ConfigSource::kYaml
                                            : ConfigSource::kPath;

@@ -20,7 +20,15 @@ void initErrors() {
 
 [[noreturn]] void raise(const Status& status) {
   py::object type = py::reinterpret_borrow<py::object>(g_error);
-  py::object exc = type(std::string(statusCodeName(status.code())), status.message());
+  // Messages quote what the caller gave (config values, file contents, peer names),
+  // which need not be UTF-8: undecodable bytes show as \xNN rather than raising
+  // UnicodeDecodeError in place of the error.
+  const std::string& text = status.message();
+  PyObject* message =
+      PyUnicode_DecodeUTF8(text.data(), static_cast<Py_ssize_t>(text.size()), "backslashreplace");
+  if (message == nullptr) throw py::error_already_set();
+  py::object exc =
+      type(std::string(statusCodeName(status.code())), py::reinterpret_steal<py::object>(message));
   PyErr_SetObject(g_error, exc.ptr());
   throw py::error_already_set();
 }

@@ -103,7 +103,8 @@ py::object toPy(const ResourceStats& s) {
 py::object toPy(const ControlStats& s) {
   return Fields()("connections_open", s.connections_open)(
              "connections_refused", s.connections_refused)("auth_failures", s.auth_failures)(
-             "frames_rejected", s.frames_rejected)("deadline_closures", s.deadline_closures)
+             "frames_rejected", s.frames_rejected)("deadline_closures", s.deadline_closures)(
+             "sessions_evicted", s.sessions_evicted)("source_cap_hits", s.source_cap_hits)
       .dict();
 }
 

@@ -1,6 +1,7 @@
 """The native API against a peer process: every transfer verifies its bytes, by
 reading them back and by the peer's own checksum of its memory."""
 
+import os
 import pathlib
 
 import numpy as np
@@ -166,6 +167,48 @@ def test_config_forms(tmp_path):
     with pytest.raises(tent.Error) as err:
         tent.TransferEngine(str(tmp_path / "missing.yaml"))
     assert err.value.code == "NotFound"
+
+
+def test_every_config_failure_is_a_tent_error(tmp_path):
+    """Invalid UTF-8 in a config file raised UnicodeDecodeError (the engine's message
+    quotes the bad bytes); any config that cannot be used is a tent.Error."""
+    bad = {
+        "value.yaml": b'bootstrap:\n  advertise_host: "\xff\xfe"\n',
+        "key.yaml": b"\xff\xfe: 1\n",
+        "binary.yaml": bytes(range(256)) * 4,
+    }
+    for name, data in bad.items():
+        (tmp_path / name).write_bytes(data)
+        with pytest.raises(tent.Error) as err:
+            tent.TransferEngine(str(tmp_path / name))
+        assert err.value.code == "InvalidArgument", (name, err.value)
+    with pytest.raises(tent.Error) as err:  # a device: refused before it is read
+        tent.TransferEngine("/dev/zero")
+    assert err.value.code == "IoError" and "character device" in err.value.message
+    fifo = tmp_path / "fifo.yaml"
+    os.mkfifo(fifo)
+    with pytest.raises(tent.Error) as err:  # returns at once: nobody writes to it
+        tent.TransferEngine(fifo)
+    assert "FIFO" in err.value.message
+    for text in ("\udcff: 1\n", "eal: {mode: \udcff}\n"):  # not encodable as UTF-8
+        with pytest.raises(tent.Error) as err:
+            tent.TransferEngine(text)
+        assert err.value.code == "InvalidArgument"
+    with pytest.raises(tent.Error):
+        tent.TransferEngine({"eal": {"mode": object()}})  # not JSON
+    with pytest.raises(tent.Error):
+        tent.TransferEngine(42)
+
+
+def test_a_config_path_need_not_be_utf8(tmp_path):
+    name = os.fsencode(tmp_path) + b"/tent-\xff.yaml"
+    try:
+        with open(name, "w") as f:
+            f.write("eal: {mode: manual}\nfabric: {provider: soft, soft: {devices: [{name: u0}]}}\n")
+    except OSError as e:  # a file system that only takes UTF-8 names
+        pytest.skip(f"cannot create a non-UTF-8 file name here: {e}")
+    with tent.TransferEngine(pathlib.Path(os.fsdecode(name))) as e:
+        assert e.stats()["devices"] == ["u0"]
 
 
 def test_second_engine_in_this_process(engine, local):

@@ -158,6 +158,27 @@ TEST(ConfigErrors, WrongTypes) {
                {"expected a list of maps", "got a map"}});
 }
 
+// Ranges the engine survives: a terabyte of EAL memory was inside [16, 1048576] and
+// made DPDK crash after growing to 4 GiB; DPDK keeps at most 64 GiB per page size.
+TEST(ConfigErrors, EalMemoryIsWithinWhatDpdkSurvives) {
+  expectError({"a terabyte",
+               "eal:\n  memory_mb: 1048576\n",
+               2,
+               "eal.memory_mb",
+               {"expected an integer in [16, 65536], got '1048576'"}});
+  EXPECT_TRUE(parseError("eal:\n  memory_mb: 65536\n").ok());
+}
+
+// The soft provider refused max_mrs over 65536 at engine creation, inside [1, 1048576].
+TEST(ConfigErrors, SoftMrsWithinWhatTheProviderTakes) {
+  expectError({"more MRs than an rkey's slot holds",
+               "fabric:\n  soft:\n    max_mrs: 65537\n",
+               3,
+               "fabric.soft.max_mrs",
+               {"expected an integer in [1, 65536], got '65537'"}});
+  EXPECT_TRUE(parseError("fabric:\n  soft:\n    max_mrs: 65536\n").ok());
+}
+
 TEST(ConfigErrors, OutOfRange) {
   expectError({"below",
                "workers:\n  block_size: 4095\n",
@@ -508,10 +529,10 @@ TEST(ConfigErrors, LoadFileRefusesWhatIsNotARegularFile) {
   ASSERT_FALSE(r.ok());
   EXPECT_EQ(r.status().code(), StatusCode::kIoError);
   EXPECT_EQ(r.status().message(),
-            "config file '" + fifo + "' is a FIFO; a config file must be a regular file");
+            "config file '" + fifo + "' is a FIFO; it must be a regular file");
   auto device = loadFile("/dev/null");
   ASSERT_FALSE(device.ok());
-  EXPECT_NE(device.status().message().find("'/dev/null' is a character device; a config file must"),
+  EXPECT_NE(device.status().message().find("'/dev/null' is a character device; it must be a"),
             std::string::npos)
       << device.status().message();
 }
@@ -524,7 +545,7 @@ TEST(ConfigErrors, LoadFileNamesTheFile) {
   auto dir = loadFile("/tmp");
   ASSERT_FALSE(dir.ok());
   EXPECT_EQ(dir.status().code(), StatusCode::kIoError);
-  EXPECT_NE(dir.status().message().find("is a directory; a config file must be a regular file"),
+  EXPECT_NE(dir.status().message().find("is a directory; it must be a regular file"),
             std::string::npos)
       << dir.status().message();
 }

@@ -8,6 +8,7 @@
 #include <span>
 #include <vector>
 
+#include "wire/bootstrap.h"
 #include "tests/fuzz/fuzz_check.h"
 #include "wire/bootstrap.h"
 

@@ -9,6 +9,7 @@
 #include <span>
 #include <vector>
 
+#include "wire/control_frames.h"
 #include "tests/fuzz/fuzz_check.h"
 #include "wire/control_frames.h"
 

@@ -16,6 +16,7 @@
 
 #include "net/address.h"
 #include "net/server.h"
+#include "wire/bootstrap.h"
 #include "tests/fuzz/fuzz_check.h"
 #include "wire/bootstrap.h"
 
@@ -32,6 +33,7 @@ struct Stub : c::ServerHandler {
   }
   void release(c::ServerSession&, const m::ReleaseMessage&) override {}
   void sessionClosed(c::ServerSession&) override {}
+  bool holdsEndpoints(const c::ServerSession&) override { return false; }
 };
 
 struct Server {

@@ -9,6 +9,7 @@
 #include <span>
 #include <vector>
 
+#include "wire/segment_descriptor.h"
 #include "tests/fuzz/fuzz_check.h"
 #include "wire/segment_descriptor.h"
 

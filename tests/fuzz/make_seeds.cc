@@ -12,6 +12,9 @@
 #include <vector>
 
 #include "config/config.h"
+#include "wire/bootstrap.h"
+#include "wire/control_frames.h"
+#include "wire/segment_descriptor.h"
 #include "perf/tebench/workload_classes.h"
 #include "wire/bootstrap.h"
 #include "wire/control_frames.h"

@@ -5,6 +5,9 @@
 #include <functional>
 
 #include "datapath/direct_path.h"
+#include "fabric/soft/soft_faults.h"
+#include "model/rdma_context.h"
+#include "model/rdma_endpoint.h"
 #include "engine_test_util.h"
 #include "fabric/soft/soft_faults.h"
 #include "model/rdma_context.h"

@@ -30,7 +30,9 @@ class RawControl {
   RawControl(const RawControl&) = delete;
   RawControl& operator=(const RawControl&) = delete;
 
-  bool connect(const std::string& host_port) {
+  // `source_ip`: the local address to connect from (e.g. 127.0.0.2, to be another
+  // source on loopback); empty: the kernel's choice.
+  bool connect(const std::string& host_port, const std::string& source_ip = "") {
     std::string host;
     uint16_t port = 0;
     if (!control::splitHostPort(host_port, &host, &port).ok()) return false;
@@ -39,6 +41,10 @@ class RawControl {
     fd_ = ::socket(a->storage.ss_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
     if (fd_ < 0) return false;
     control::tuneSocket(fd_);  // TCP_NODELAY: no Nagle wait between frames
+    if (!source_ip.empty()) {
+      auto local = control::resolveNumeric(source_ip, 0);
+      if (!local.ok() || ::bind(fd_, local->get(), local->length) != 0) return false;
+    }
     return ::connect(fd_, a->get(), a->length) == 0;
   }
   void closeNow() {

@@ -28,6 +28,9 @@ class FakeEngine : public TransferEngine {
   bool corrupt_reads = false;   // READs flip the first byte they bring back
   bool never_complete = false;  // tasks stay PENDING forever
   uint32_t pending_polls = 2;   // polls a task reports PENDING before its final state
+  // As the engine does: a request whose deadline_ns has passed at submit (tebench's
+  // clock) is not started; it ends TIMEOUT at its first poll, moving no byte.
+  bool expire_late = false;
 
   // What the fake saw.
   std::atomic<uint64_t> requests{0};
@@ -190,6 +193,11 @@ class FakeEngine : public TransferEngine {
     }
     Task t;
     t.polls_left = pending_polls;
+    if (expire_late && r.deadline_ns != 0 && r.deadline_ns <= now) {
+      t.polls_left = 0;
+      t.final_status = {TransferState::TIMEOUT, 0};
+      return t;
+    }
     const uint64_t base = reinterpret_cast<uint64_t>(remote_.data());
     if (r.target_id != kRemote || r.target_offset < base ||
         r.target_offset + r.length > base + remote_.size()) {

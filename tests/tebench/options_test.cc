@@ -140,6 +140,42 @@ TEST(BenchOptions, BadFlagsNameTheFlag) {
             std::string::npos);
 }
 
+// Times and sizes past what converts to 64-bit nanoseconds or bytes wrapped silently:
+// --duration=1e308 ran 0 transfers and exited 0, a huge --deadline_us put the deadline
+// in the past. Each is refused naming the flag and its range.
+TEST(BenchOptions, OutOfRangeFlagsAreRefusedNamingTheRange) {
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {"--duration=1e308", "--duration: expected seconds in (0, 86400], got '1e308'"},
+      {"--duration=86401", "--duration: expected seconds in (0, 86400]"},
+      {"--warmup=1e20", "--warmup: expected seconds in [0, 86400]"},
+      {"--transfer_timeout=1e10", "--transfer_timeout: expected seconds in (0, 86400]"},
+      {"--deadline_us=18446744073709551615",
+       "--deadline_us: expected an integer in [0, 86400000000] (microseconds)"},
+      {"--deadline_us=86400000001", "--deadline_us: expected an integer in [0, 86400000000]"},
+      {"--request_interval_us=99999999999999", "--request_interval_us: expected an integer in"},
+      {"--aggregate_interval_us=99999999999999", "--aggregate_interval_us: expected an integer"},
+      {"--start_block_size=2048G", "--start_block_size: expected a size in [1, 1099511627776]"},
+      {"--max_block_size=1048577M", "--max_block_size: expected a size in [1, 1099511627776]"},
+      {"--total_buffer_size=1048577G",
+       "--total_buffer_size: expected a size in [1, 1125899906842624]"},
+      {"--qos_link_capacity_gbps=1e300", "--qos_link_capacity_gbps: expected GB/s in [0, 1e+06]"},
+  };
+  for (const auto& [flag, message] : cases)
+    EXPECT_NE(errorOf({"--target_seg_name=h:1", flag}).find(message), std::string::npos) << flag;
+  // The bounds themselves are accepted.
+  auto r = parse({"--target_seg_name=h:1", "--duration=86400", "--deadline_us=86400000000",
+                  "--max_block_size=1024G", "--start_block_size=1024G", "--warmup=0"});
+  ASSERT_TRUE(r.ok()) << r.status().toString();
+  EXPECT_DOUBLE_EQ(r->duration_s, 86400.0);
+  EXPECT_EQ(r->deadline_us, 86'400'000'000u);
+  // A class list whose threads x block x batch overflows 64 bits does not fit any buffer.
+  EXPECT_NE(
+      errorOf({"--target_seg_name=h:1", R"(--workload_classes_json=[{"name":"a","threads":1024,)"
+                                        R"("block_size":1099511627776,"batch_size":65536}])"})
+          .find("more than --total_buffer_size"),
+      std::string::npos);
+}
+
 TEST(BenchOptions, QosFlagsNeedClasses) {
   EXPECT_NE(errorOf({"--target_seg_name=h:1", "--qos_output_jsonl=x.jsonl"})
                 .find("needs --workload_classes_json"),

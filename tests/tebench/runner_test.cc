@@ -2,6 +2,7 @@
 // handling, JSONL and dump output) driven by an in-process fake engine.
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <cstdio>
 #include <fstream>
 #include <string>
@@ -170,6 +171,58 @@ TEST(Runner, WithoutCorruptionTheSameCheckPasses) {
   EXPECT_EQ(rows, 6) << out;
 }
 
+// A clock that only moves when the fake is called (and one ns per read), so which
+// transfer expires is fixed: every third submit takes longer than the deadline.
+std::atomic<int64_t> g_expiry_clock_ns{0};
+int64_t expiryClock() noexcept {
+  return g_expiry_clock_ns.fetch_add(1) + 1;
+}
+
+struct ExpiringRun {
+  uint64_t completed = 0, expired = 0, failed = 0, mismatches = 0;
+  std::string first_error;
+};
+
+// --check_consistency alternates WRITE and READ; with --deadline_us every third submit
+// (a WRITE, then a READ, ...) returns after its deadline, so the engine moves nothing.
+ExpiringRun runWithExpiries(bool corrupt_reads) {
+  g_expiry_clock_ns = 1'000'000'000;
+  setBenchClockForTesting(&expiryClock);
+  Fixture f = makeFixture();
+  f.fake->expire_late = true;
+  f.fake->corrupt_reads = corrupt_reads;
+  uint64_t submits = 0;
+  f.fake->on_call = [&submits](FakeEngine::Call c) {
+    g_expiry_clock_ns += 1000;
+    if (c == FakeEngine::Call::kSubmit && ++submits % 3 == 0) g_expiry_clock_ns += 200'000;
+  };
+  BenchOptions o = parse({"--target_seg_name=fake:1", "--duration=0.02", "--warmup=0",
+                          "--check_consistency", "--deadline_us=100", "--deadline_tight_threads=1",
+                          "--max_block_size=4096", "--start_batch_size=2"});
+  SweepCase c = runSweepCase(o, *f.bench, f.remote, 1, 4096, 2);
+  setBenchClockForTesting(nullptr);
+  const ThreadResult& r = *c.outcome.results.at(0);
+  return {r.completed.load(), r.deadline_expired, r.failed, r.mismatches, c.outcome.first_error};
+}
+
+// The READ after an expired WRITE brings back the pattern of the WRITE before it;
+// it was checked against the expired WRITE's pattern and reported as a mismatch.
+TEST(Runner, NoFalseMismatchAfterAnExpiredWrite) {
+  const ExpiringRun run = runWithExpiries(false);
+  EXPECT_GT(run.completed, 20u);
+  EXPECT_GT(run.expired, 5u);  // WRITEs and READs
+  EXPECT_EQ(run.failed, 0u);
+  EXPECT_EQ(run.mismatches, 0u) << run.first_error;
+  EXPECT_EQ(run.first_error, "");
+}
+
+TEST(Runner, AReadBackCorruptedAfterAnExpiredWriteIsStillCaught) {
+  const ExpiringRun run = runWithExpiries(true);
+  EXPECT_GT(run.expired, 5u);
+  EXPECT_GT(run.mismatches, 0u);
+  EXPECT_NE(run.first_error.find("differs from the pattern"), std::string::npos) << run.first_error;
+}
+
 TEST(Runner, FailedTransfersAreCountedAndFailTheRun) {
   Fixture f = makeFixture();
   f.fake->fail_every = 3;
@@ -238,6 +291,17 @@ TEST(Runner, MissingSegmentAndSmallBufferAreErrors) {
   auto small = openRemoteBuffer(*f.bench->engine, "fake:1", kBuffer + 1);
   ASSERT_FALSE(small.ok());
   EXPECT_NE(small.status().message().find("--total_buffer_size"), std::string::npos);
+}
+
+TEST(Pattern, ChecksAPartOfARegionAgainstTheRegionsPattern) {
+  std::vector<char> buf(1003);
+  fillPattern(buf.data(), buf.size(), 42);
+  EXPECT_EQ(firstPatternMismatchIn(buf.data(), 13, 990, 42), -1);
+  EXPECT_EQ(firstPatternMismatchIn(buf.data(), 0, 1003, 42), -1);
+  EXPECT_EQ(firstPatternMismatchIn(buf.data(), 500, 503, 43), 500);  // another seed
+  buf[700] ^= 1;
+  EXPECT_EQ(firstPatternMismatchIn(buf.data(), 13, 990, 42), 700);
+  EXPECT_EQ(firstPatternMismatchIn(buf.data(), 0, 700, 42), -1);  // before the change
 }
 
 TEST(Pattern, DetectsTheFirstDifferingByte) {

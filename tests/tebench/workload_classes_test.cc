@@ -1,5 +1,6 @@
 // Workload classes JSON: accepted forms, defaults, and messages that name the problem.
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 
 #include <cstdio>
 #include <fstream>
@@ -181,6 +182,43 @@ TEST(WorkloadClasses, LoadFromFile) {
   ASSERT_FALSE(missing.ok());
   EXPECT_NE(missing.status().message().find("/nonexistent/classes.json"), std::string::npos);
   EXPECT_EQ(*loadWorkloadText("[1]"), "[1]");
+}
+
+TEST(WorkloadClasses, TimesAreBoundedLikeTheFlags) {
+  expectMentions(errorOf(R"([{"name":"a","threads":1,"block_size":8,"deadline_us":86400000001}])"),
+                 {"class 0", "deadline_us", "[0, 86400000000]"});
+  expectMentions(errorOf(R"([{"name":"a","threads":1,"block_size":8,"slo_us":1e30}])"),
+                 {"class 0", "slo_us"});
+  EXPECT_TRUE(
+      parseWorkloadClasses(R"([{"name":"a","threads":1,"block_size":8,"deadline_us":86400000000}])")
+          .ok());
+}
+
+// @/dev/zero read without end (and grew to gigabytes); a FIFO blocked for a writer.
+// Only a regular file of at most 1 MiB is read.
+TEST(WorkloadClasses, LoadsOnlyABoundedRegularFile) {
+  auto zero = loadWorkloadText("@/dev/zero");
+  ASSERT_FALSE(zero.ok());
+  EXPECT_EQ(zero.status().message(),
+            "--workload_classes_json file '/dev/zero' is a character device; it must be a "
+            "regular file");
+  const std::string fifo = ::testing::TempDir() + "tebench_classes_fifo";
+  std::remove(fifo.c_str());
+  ASSERT_EQ(mkfifo(fifo.c_str(), 0600), 0);
+  auto f = loadWorkloadText("@" + fifo);
+  std::remove(fifo.c_str());
+  ASSERT_FALSE(f.ok());
+  EXPECT_NE(f.status().message().find("is a FIFO"), std::string::npos) << f.status().message();
+  const std::string big = ::testing::TempDir() + "tebench_classes_big.json";
+  {
+    std::ofstream out(big);
+    out << std::string((1 << 20) + 1, ' ');
+  }
+  auto b = loadWorkloadText("@" + big);
+  std::remove(big.c_str());
+  ASSERT_FALSE(b.ok());
+  EXPECT_NE(b.status().message().find("is larger than 1 MiB"), std::string::npos)
+      << b.status().message();
 }
 
 TEST(WorkloadClasses, LatencySensitiveRule) {

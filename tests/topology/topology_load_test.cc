@@ -1,6 +1,8 @@
 // Discovery: what Topology reads from the hwloc XML test topologies, the live machine,
 // and the load errors.
 #include <gtest/gtest.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <fstream>
 
@@ -157,6 +159,27 @@ TEST(TopologyLoadErrors, MissingFile) {
   EXPECT_EQ(t.status().code(), StatusCode::kNotFound);
   EXPECT_NE(t.status().message().find("no_such_file.xml"), std::string::npos);
   EXPECT_NE(t.status().message().find("No such file"), std::string::npos);
+}
+
+// topology.xml_file names a regular file of bounded size: /dev/zero (which a plain
+// read never finishes, growing to gigabytes) and a FIFO (which blocks for a writer)
+// are refused at once, naming the key and the path.
+TEST(TopologyLoadErrors, NotARegularFile) {
+  config::TopologyConfig cfg;
+  cfg.xml_file = "/dev/zero";
+  auto zero = Topology::load(cfg);
+  ASSERT_FALSE(zero.ok());
+  EXPECT_EQ(zero.status().message(),
+            "topology.xml_file '/dev/zero' is a character device; it must be a regular file");
+  const std::string fifo = ::testing::TempDir() + "tent-topology-fifo-" + std::to_string(getpid());
+  ASSERT_EQ(mkfifo(fifo.c_str(), 0600), 0);
+  cfg.xml_file = fifo;
+  auto f = Topology::load(cfg);
+  unlink(fifo.c_str());
+  ASSERT_FALSE(f.ok());
+  EXPECT_NE(f.status().message().find("topology.xml_file '" + fifo + "' is a FIFO"),
+            std::string::npos)
+      << f.status().message();
 }
 
 TEST(TopologyLoadErrors, NotXml) {

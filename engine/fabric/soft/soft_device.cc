@@ -8,6 +8,7 @@
 #include <cstring>
 #include <new>
 
+#include "base/mapped_range.h"
 #include "fabric/soft/soft_internal.h"
 #include "tent/log.h"
 
@@ -112,6 +113,10 @@ Result<std::unique_ptr<MemoryRegion>> SoftDevice::registerMemory(void* addr, siz
   if ((access & kAccessRemoteWrite) && !(access & kAccessLocalWrite)) {
     return Status::InvalidArgument("soft: REMOTE_WRITE requires LOCAL_WRITE (as in verbs)");
   }
+  // A NIC pins the pages now and fails with EFAULT; the copies would fault later.
+  const bool writable = (access & (kAccessLocalWrite | kAccessRemoteWrite)) != 0;
+  Status mapped = checkMappedRange(reinterpret_cast<uintptr_t>(addr), length, writable);
+  if (!mapped.ok()) return mapped.withContext("soft " + state_->info.name + ": registerMemory");
   MrSnapshot entry;
   entry.addr = reinterpret_cast<uintptr_t>(addr);
   entry.length = length;

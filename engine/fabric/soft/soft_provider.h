@@ -11,6 +11,7 @@
 
 #include "base/clock.h"
 #include "config/config.h"
+#include "base/clock.h"
 #include "fabric/fabric.h"
 #include "topology/topology.h"
 

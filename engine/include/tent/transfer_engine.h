@@ -87,6 +87,8 @@ std::string_view toString(IntentType t) noexcept;
 Result<IntentType> parseIntentType(std::string_view text);
 
 // Where memory lives: "cpu:N" (NUMA node N), "cuda:N", or "*" (unknown / anywhere).
+// Registering or allocating with a cpu:N this machine does not have (or anything else
+// that is not a location) fails with InvalidArgument.
 using Location = std::string;
 
 // What peers may do to a registered buffer. The local side may always read it and
@@ -165,10 +167,12 @@ struct ResourceStats {
 // The control listener and its sessions.
 struct ControlStats {
   uint64_t connections_open = 0;     // control connections right now (both directions)
-  uint64_t connections_refused = 0;  // over bootstrap.max_connections, refused at once
+  uint64_t connections_refused = 0;  // closed for want of room (at once, or in their handshake)
   uint64_t auth_failures = 0;        // peers that failed or skipped authentication
   uint64_t frames_rejected = 0;      // malformed, oversized or out-of-order frames
   uint64_t deadline_closures = 0;    // connections closed for missing a read/write deadline
+  uint64_t sessions_evicted = 0;     // idle sessions (holding no endpoint) closed for room
+  uint64_t source_cap_hits = 0;      // connections from an address at its per-source cap
 };
 
 struct EngineStats {
@@ -208,6 +212,8 @@ class TransferEngine {
       MemoryAccess access = MemoryAccess::kRemoteReadWrite) = 0;
   virtual Status freeLocalMemory(void* addr) = 0;
   // Registers caller-owned memory on every device. `location` "*" = ask the topology.
+  // The range must be mapped, and writable (the local side READs into it): every
+  // provider refuses it otherwise, as a NIC does when it pins the pages.
   virtual Status registerLocalMemory(void* addr, size_t length, const Location& location = "*",
                                      MemoryAccess access = MemoryAccess::kRemoteReadWrite) = 0;
   virtual Status unregisterLocalMemory(void* addr) = 0;

@@ -4,9 +4,13 @@
 
 #include <arpa/inet.h>
 #include <netinet/in.h>
+#include <sys/mman.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
+#include <fstream>
 #include <vector>
 
 #include "tests/support/closed_port.h"
@@ -131,6 +135,80 @@ TEST_F(BadInput, MemoryCalls) {
   EXPECT_EQ(engine->freeLocalMemory(x.data()).code(), StatusCode::kNotFound);
   EXPECT_EQ(engine->unregisterLocalMemory(buf).code(), StatusCode::kFailedPrecondition);
   EXPECT_EQ(engine->allocateLocalMemory(0).status().code(), StatusCode::kInvalidArgument);
+}
+
+// Memory the process has not mapped: a NIC refuses to pin it (EFAULT). The soft
+// provider accepted it, and a loopback transfer into it then faulted the process.
+TEST_F(BadInput, UnmappedMemoryIsRefusedAtRegistration) {
+  const size_t len = 1 << 16;
+  void* gone = mmap(nullptr, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  ASSERT_NE(gone, MAP_FAILED);
+  ASSERT_EQ(munmap(gone, len), 0);
+  Status s = engine->registerLocalMemory(gone, len);
+  ASSERT_FALSE(s.ok());  // (before the fix a transfer into it would fault the test)
+  EXPECT_EQ(engine->unregisterLocalMemory(gone).code(), StatusCode::kNotFound);  // nothing kept
+  // Nothing to transfer into: a request naming it is refused before any byte moves.
+  EXPECT_EQ(submit(req(buf, reinterpret_cast<uint64_t>(gone), 4096)).code(),
+            StatusCode::kOutOfRange);
+}
+
+// A NUMA node this machine does not have was accepted and silently meant "anywhere".
+TEST_F(BadInput, ALocationNamingNoNumaNodeIsRefused) {
+  std::vector<uint8_t> x(4096);
+  for (const char* bad : {"cpu:99", "cpu:", "cpu:0x", "gpu:0", "numa0"}) {
+    Status s = engine->registerLocalMemory(x.data(), x.size(), bad);
+    EXPECT_EQ(s.code(), StatusCode::kInvalidArgument) << bad;
+    EXPECT_NE(s.message().find(std::string("location '") + bad + "'"), std::string::npos)
+        << s.message();
+    EXPECT_EQ(engine->allocateLocalMemory(4096, bad).status().code(), StatusCode::kInvalidArgument)
+        << bad;
+  }
+  Status cpu99 = engine->registerLocalMemory(x.data(), x.size(), "cpu:99");
+  EXPECT_NE(cpu99.message().find("names no NUMA node of this machine; allowed: cpu:0"),
+            std::string::npos)
+      << cpu99.message();
+  for (const char* good : {"cpu:0", "*", ""}) {
+    EXPECT_TRUE(engine->registerLocalMemory(x.data(), x.size(), good).ok()) << good;
+    EXPECT_TRUE(engine->unregisterLocalMemory(x.data()).ok());
+  }
+}
+
+// workers.slice_pool's largest value (16 M slices, about 1.8 GiB) on a process that
+// cannot get that much: std::bad_alloc escaped engine creation. In a child process
+// whose address space is capped 1 GiB above what it uses now.
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+#define TENT_SANITIZER_ALLOCATOR 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)
+#define TENT_SANITIZER_ALLOCATOR 1
+#endif
+#endif
+
+TEST(EngineLimits, ASlicePoolTheProcessCannotHoldIsAStatus) {
+#ifdef TENT_SANITIZER_ALLOCATOR
+  GTEST_SKIP() << "a sanitizer's allocator aborts instead of throwing std::bad_alloc";
+#endif
+  const pid_t child = fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    std::ifstream status("/proc/self/status");
+    std::string line;
+    unsigned long long vm_kb = 0;
+    while (std::getline(status, line))
+      if (line.rfind("VmSize:", 0) == 0) vm_kb = std::stoull(line.substr(7));
+    const rlim_t cap = static_cast<rlim_t>(vm_kb * 1024 + (1ull << 30));
+    rlimit as{cap, cap};
+    if (vm_kb == 0 || setrlimit(RLIMIT_AS, &as) != 0) _exit(3);
+    auto e = TransferEngine::createFromYaml(simYaml("", "", ", slice_pool: 16777216"));
+    const bool named = !e.ok() && e.status().code() == StatusCode::kResourceExhausted &&
+                       e.status().message().find("workers.slice_pool") != std::string::npos;
+    if (!named) std::fprintf(stderr, "%s\n", e.ok() ? "created" : e.status().toString().c_str());
+    _exit(named ? 0 : 1);
+  }
+  int status = 0;
+  ASSERT_EQ(waitpid(child, &status, 0), child);
+  ASSERT_TRUE(WIFEXITED(status)) << "the child died of signal " << WTERMSIG(status);
+  EXPECT_EQ(WEXITSTATUS(status), 0);
 }
 
 TEST_F(BadInput, UnreachableAndMalformedSegmentNames) {

@@ -96,6 +96,8 @@ Series expectedSeries(const EngineStats& s) {
   put("tent_control_auth_failures_total", s.control.auth_failures);
   put("tent_control_frames_rejected_total", s.control.frames_rejected);
   put("tent_control_deadline_closures_total", s.control.deadline_closures);
+  put("tent_control_sessions_evicted_total", s.control.sessions_evicted);
+  put("tent_control_source_cap_hits_total", s.control.source_cap_hits);
   put("tent_transferred_bytes_total", s.bytes_transferred);
   for (const auto& [dev, n] : s.bytes_per_device)
     put("tent_device_transferred_bytes_total", n, {{"device", dev}});

@@ -7,6 +7,7 @@
 #include <sys/resource.h>
 #include <sys/wait.h>
 
+#include <algorithm>
 #include <chrono>
 #include <deque>
 #include <fstream>
@@ -56,6 +57,10 @@ struct Handler : ServerHandler {
     answer.generation += 1;
     sessions.push_back(s ? s->id() : 0);
     return answer;
+  }
+  // A session that bootstrapped holds an endpoint, as the engine's passive endpoints.
+  bool holdsEndpoints(const ServerSession& s) override {
+    return std::find(sessions.begin(), sessions.end(), s.id()) != sessions.end();
   }
   void release(ServerSession&, const metadata::ReleaseMessage& m) override {
     released.push_back(m.generation);
@@ -310,7 +315,35 @@ TEST_F(ControlNet, SlowSenderAndSilentConnectionAreClosedByTheirDeadlines) {
   EXPECT_TRUE(eventually([&] { return stats.deadline_closures.load() >= 2; }));
 }
 
-TEST_F(ControlNet, AtTheCapAnUnauthenticatedConnectionYieldsAndSessionsNeverDo) {
+// A session that bootstrapped over a raw connection (it holds an endpoint).
+void bootstrapOn(RawControl& c) {
+  metadata::BootstrapMessage m;
+  m.initiator_segment = "x:1";
+  m.local_device = "d0";
+  m.peer_device = "d1";
+  m.data_qp_nums = {1};
+  auto r = c.request(FrameType::kBootstrap, metadata::encodeBootstrap(m));
+  ASSERT_TRUE(r.ok()) << r.status().toString();
+  ASSERT_EQ(r->type, FrameType::kBootstrapReply);
+}
+
+bool keepaliveAnswered(RawControl& c) {
+  auto k = c.request(FrameType::kKeepalive, {});
+  return k.ok() && k->type == FrameType::kKeepaliveReply;
+}
+
+std::vector<std::unique_ptr<RawControl>> openSessions(const std::string& address, int n,
+                                                      const std::string& source = "") {
+  std::vector<std::unique_ptr<RawControl>> out;
+  for (int i = 0; i < n; ++i) {
+    out.push_back(std::make_unique<RawControl>());
+    EXPECT_TRUE(out.back()->connect(address, source));
+    EXPECT_TRUE(out.back()->handshake(Secret()).ok());
+  }
+  return out;
+}
+
+TEST_F(ControlNet, AtTheCapAnUnauthenticatedConnectionYieldsFirstThenAnIdleSession) {
   ServerOptions o;
   o.max_connections = 3;
   start(o);
@@ -328,22 +361,92 @@ TEST_F(ControlNet, AtTheCapAnUnauthenticatedConnectionYieldsAndSessionsNeverDo) 
   EXPECT_TRUE(idle[0]->closedByPeer());
   idle.clear();
   ASSERT_TRUE(eventually([&] { return stats.connections_open.load() == 0; }));
-  // Three authenticated sessions at the cap: a new connection is refused at once.
-  std::vector<std::unique_ptr<RawControl>> sessions;
-  for (int i = 0; i < 3; ++i) {
-    sessions.push_back(std::make_unique<RawControl>());
-    ASSERT_TRUE(sessions.back()->connect(address));
-    ASSERT_TRUE(sessions.back()->handshake(Secret()).ok());
-  }
+  // Three open sessions that hold nothing fill the cap: a newcomer is served, and the
+  // oldest idle session is closed for it. No connection was refused.
+  auto sessions = openSessions(address, 3);
+  const uint64_t refused = stats.connections_refused.load();
+  RawControl newcomer;
+  ASSERT_TRUE(newcomer.connect(address));
+  ASSERT_TRUE(newcomer.handshake(Secret()).ok());
+  EXPECT_TRUE(keepaliveAnswered(newcomer));
+  EXPECT_TRUE(sessions[0]->closedByPeer());
+  EXPECT_TRUE(keepaliveAnswered(*sessions[1]));
+  EXPECT_TRUE(keepaliveAnswered(*sessions[2]));
+  EXPECT_TRUE(eventually([&] { return stats.sessions_evicted.load() == 1; }));
+  EXPECT_EQ(stats.connections_refused.load(), refused);
+}
+
+TEST_F(ControlNet, SessionsHoldingEndpointsAreNeverClosedForRoom) {
+  ServerOptions o;
+  o.max_connections = 3;
+  start(o);
+  auto sessions = openSessions(address, 3);
+  bootstrapOn(*sessions[0]);
+  bootstrapOn(*sessions[2]);
+  // Room for one newcomer: the idle session in the middle goes, the older one stays.
+  RawControl first;
+  ASSERT_TRUE(first.connect(address));
+  ASSERT_TRUE(first.handshake(Secret()).ok());
+  bootstrapOn(first);
+  EXPECT_TRUE(sessions[1]->closedByPeer());
+  // Now every session holds an endpoint: the next connection is closed at once.
   const uint64_t refused = stats.connections_refused.load();
   EXPECT_EQ(test::oneShot(address, FrameType::kGetDescriptor, {}).status().code(),
             StatusCode::kUnavailable);
   EXPECT_TRUE(eventually([&] { return stats.connections_refused.load() == refused + 1; }));
-  for (auto& sess : sessions) {  // all still served
-    auto k = sess->request(FrameType::kKeepalive, {});
-    ASSERT_TRUE(k.ok());
-    EXPECT_EQ(k->type, FrameType::kKeepaliveReply);
-  }
+  EXPECT_EQ(stats.sessions_evicted.load(), 1u);
+  for (RawControl* c : {sessions[0].get(), sessions[2].get(), &first})
+    EXPECT_TRUE(keepaliveAnswered(*c));  // all still served
+}
+
+// One address at its cap makes room among its own connections: the sessions of other
+// addresses are never its victims, even when they are older and idle.
+TEST_F(ControlNet, AnAddressAtItsCapMakesRoomOnlyAmongItsOwnConnections) {
+  ServerOptions o;
+  o.max_connections = 100;
+  o.max_connections_per_source = 2;
+  start(o);
+  auto others = openSessions(address, 2, "127.0.0.1");  // older, idle
+  auto flood = openSessions(address, 2, "127.0.0.2");
+  bootstrapOn(*flood[1]);
+  // Each newcomer pushes out the address's oldest idle session: flood[0], then the
+  // newcomers before it.
+  auto more = openSessions(address, 3, "127.0.0.2");
+  EXPECT_TRUE(flood[0]->closedByPeer());
+  EXPECT_TRUE(more[0]->closedByPeer());
+  EXPECT_TRUE(more[1]->closedByPeer());
+  EXPECT_TRUE(keepaliveAnswered(*more[2]));
+  EXPECT_TRUE(keepaliveAnswered(*flood[1]));  // holds an endpoint
+  for (auto& c : others) EXPECT_TRUE(keepaliveAnswered(*c));
+  EXPECT_EQ(stats.source_cap_hits.load(), 3u);
+  EXPECT_EQ(stats.sessions_evicted.load(), 3u);
+  EXPECT_EQ(stats.connections_refused.load(), 0u);
+  // Both of the address's places hold endpoints now: it is refused, others are not.
+  bootstrapOn(*more[2]);
+  auto fromFlood = [&] {
+    RawControl c;
+    if (!c.connect(address, "127.0.0.2")) return Status::Unavailable("connect");
+    return c.handshake(Secret());
+  };
+  EXPECT_EQ(fromFlood().code(), StatusCode::kUnavailable);
+  EXPECT_TRUE(eventually([&] { return stats.connections_refused.load() == 1; }));
+  auto d = test::oneShot(address, FrameType::kGetDescriptor, {});
+  ASSERT_TRUE(d.ok()) << d.status().toString();
+  EXPECT_EQ(d->type, FrameType::kDescriptor);
+}
+
+// A session refused after it had opened (a bad frame) may hold endpoints: the
+// handler hears of its end and frees them.
+TEST_F(ControlNet, ASessionClosedForABadFrameAfterOpeningStillReportsItsEnd) {
+  start({});
+  RawControl c;
+  ASSERT_TRUE(c.connect(address));
+  ASSERT_TRUE(c.handshake(Secret()).ok());
+  bootstrapOn(c);
+  ASSERT_TRUE(c.send(FrameType::kHello, {}));  // out of place in an open session
+  EXPECT_TRUE(c.closedByPeer());
+  EXPECT_TRUE(eventually([&] { return onLoop([&] { return handler.closed.size(); }) == 1u; }));
+  EXPECT_EQ(onLoop([&] { return handler.closed.front(); }), handler.sessions.front());
 }
 
 TEST_F(ControlNet, Ipv6ListenerServesSessionsAndOneShots) {

@@ -6,6 +6,7 @@
 #include <cerrno>
 #include <cstring>
 
+#include "base/mapped_range.h"
 #include "loopback_internal.h"
 
 namespace tent::fabric::testing::loopback {
@@ -109,6 +110,10 @@ ibv_mr* regMr(ibv_pd* ibv, void* addr, size_t length, int access) {
   if (pd == nullptr || length == 0 || (access & ~kKnownAccess) != 0) return fail<ibv_mr>(EINVAL);
   bool remote_write = access & (IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_ATOMIC);
   if (remote_write && !(access & IBV_ACCESS_LOCAL_WRITE)) return fail<ibv_mr>(EINVAL);
+  // The kernel pins the pages: unmapped ones, or read-only ones asked to be written, fail.
+  const bool writable = remote_write || (access & IBV_ACCESS_LOCAL_WRITE);
+  if (!checkMappedRange(reinterpret_cast<uintptr_t>(addr), length, writable).ok())
+    return fail<ibv_mr>(EFAULT);
   Fabric& f = *pd->device->fabric;
   auto* mr = new Mr();
   mr->handle.self = mr;

@@ -1,7 +1,9 @@
 // Soft provider: memory protection. Every violation completes with the verbs status
 // a NIC gives and touches no byte outside the region (canaries on both sides).
 #include <sys/mman.h>
+#include <unistd.h>
 
+#include <cstdio>
 #include "soft_test_util.h"
 
 namespace tent::fabric::soft::testing {
@@ -170,9 +172,10 @@ TEST_F(SoftAccessTest, ReadIntoARegionWithoutLocalWriteIsALocalProtectionError) 
 
 TEST_F(SoftAccessTest, MessagesOverTwoGibAreALocalLengthError) {
   constexpr size_t kGib = size_t{1} << 30;
-  // Address space only: the check fails before any byte would be touched.
-  void* space =
-      mmap(nullptr, 3 * kGib, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  // Address space only (never touched, so no memory): the check fails before any byte
+  // would be. Mapped writable, as registration with write access requires.
+  void* space = mmap(nullptr, 3 * kGib, PROT_READ | PROT_WRITE,
+                     MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
   ASSERT_NE(space, MAP_FAILED);
   {
     auto mr = std::move(dev_->registerMemory(space, 3 * kGib, kAllAccess)).value();
@@ -199,6 +202,35 @@ TEST_F(SoftAccessTest, RegistrationRejectsBadArguments) {
             StatusCode::kInvalidArgument);
   EXPECT_EQ(dev_->registerMemory(buf.data(), 64, kAccessRemoteWrite).status().code(),
             StatusCode::kInvalidArgument);  // verbs needs LOCAL_WRITE with REMOTE_WRITE
+}
+
+// A NIC pins the pages at registration and fails with EFAULT on a page that is not
+// mapped, or not writable when write access is asked for. Soft accepted such ranges,
+// and the first transfer into them faulted the process.
+TEST_F(SoftAccessTest, RegistrationRefusesUnmappedAndInaccessibleMemory) {
+  const size_t page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
+  auto* base = static_cast<uint8_t*>(
+      mmap(nullptr, 4 * page, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0));
+  ASSERT_NE(base, MAP_FAILED);
+  ASSERT_EQ(munmap(base + 2 * page, page), 0);               // a hole: page 2
+  ASSERT_EQ(mprotect(base + 3 * page, page, PROT_READ), 0);  // page 3 read-only
+  auto hole = dev_->registerMemory(base + page, 2 * page, kAllAccess);
+  ASSERT_FALSE(hole.ok());
+  EXPECT_EQ(hole.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(hole.status().message().find("is not mapped"), std::string::npos)
+      << hole.status().message();
+  char expected[64];
+  std::snprintf(expected, sizeof expected, "%p", static_cast<void*>(base + 2 * page));
+  EXPECT_NE(hole.status().message().find(expected), std::string::npos) << hole.status().message();
+  auto read_only = dev_->registerMemory(base + 3 * page, page, kAllAccess);
+  ASSERT_FALSE(read_only.ok());
+  EXPECT_NE(read_only.status().message().find("without write access"), std::string::npos)
+      << read_only.status().message();
+  // Remote read alone asks for no write access: read-only memory may be registered so.
+  EXPECT_TRUE(dev_->registerMemory(base + 3 * page, page, kAccessRemoteRead).ok());
+  EXPECT_TRUE(dev_->registerMemory(base, 2 * page, kAllAccess).ok());  // two mapped pages
+  ASSERT_EQ(munmap(base, 2 * page), 0);
+  ASSERT_EQ(munmap(base + 3 * page, page), 0);
 }
 
 TEST(SoftLimits, MaxMrsIsEnforcedAndSlotsAreReused) {
