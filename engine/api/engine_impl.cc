@@ -2,6 +2,7 @@
 #include "engine/api/engine_impl.h"
 
 #include "engine/common/clock.h"
+#include "engine/control/control_plane.h"
 #include "lcore/idle.h"
 #include "tent/log.h"
 
@@ -97,6 +98,10 @@ Result<SegmentId> TransferEngineImpl::openSegment(const std::string& name) {
 
 Status TransferEngineImpl::closeSegment(SegmentId id) {
   return transport_->closeSegment(id);
+}
+
+void TransferEngineImpl::cancelWaits() {
+  transport_->control().cancelWaits();
 }
 
 Result<std::vector<SegmentBufferInfo>> TransferEngineImpl::segmentBuffers(SegmentId id) {

@@ -33,7 +33,7 @@ struct PeerSegments::Peer {
   std::unique_ptr<SessionListener> listener;
   std::unique_ptr<ClientSession> session;
   rdma::SegmentRecord* record = nullptr;
-  std::vector<std::function<void(Result<SegmentId>)>> openers;
+  std::vector<OpenDone> openers;
 };
 
 class PeerSegments::SessionListener final : public ClientSession::Listener {
@@ -135,7 +135,7 @@ void PeerSegments::reclaimAll() {
 }
 
 void PeerSegments::startLocal(const std::string& own_name, const SocketAddress& own_address,
-                              std::function<void(Result<SegmentId>)> up) {
+                              OpenDone up) {
   auto p = std::make_unique<Peer>();
   p->id = LOCAL_SEGMENT_ID;
   p->name = own_name;
@@ -164,8 +164,7 @@ void PeerSegments::localChanged() {
   installLocal();
 }
 
-void PeerSegments::open(const std::string& name, const SocketAddress& address,
-                        std::function<void(Result<SegmentId>)> done) {
+void PeerSegments::open(const std::string& name, const SocketAddress& address, OpenDone done) {
   if (auto known = by_name_.find(name); known != by_name_.end()) {
     Peer* p = find(known->second);
     if (p->record && p->record->up.load(std::memory_order_acquire)) return done(p->id);
@@ -191,6 +190,17 @@ void PeerSegments::open(const std::string& name, const SocketAddress& address,
   peers_[*id] = std::move(p);
   by_name_[name] = *id;
   connect(ref);
+}
+
+void PeerSegments::abandonOpen(const std::string& name) {
+  auto known = by_name_.find(name);
+  if (known == by_name_.end()) return;
+  Peer* p = find(known->second);
+  if (p == nullptr || p->ever_up || p->local) return;
+  for (const OpenDone& done : p->openers)
+    if (!done.abandoned()) return;  // another caller still waits for it
+  p->closing = true;
+  drop(*p);
 }
 
 void PeerSegments::connect(Peer& p) {
@@ -256,12 +266,15 @@ void PeerSegments::onDown(Peer& p, const Status& why) {
   // peer restarting) tries again within its connect budget; authentication and
   // protocol errors end it at once.
   const bool transient = why.code() == StatusCode::kUnavailable;
-  if (!p.ever_up && !p.local && transient && clock::monotonicNs() < p.open_deadline_ns) {
+  // One reading of the clock: with two, the deadline could pass between them and the
+  // remaining time wrap around to centuries (a retry, and the open, that never come).
+  const uint64_t now = clock::monotonicNs();
+  if (!p.ever_up && !p.local && transient && now < p.open_deadline_ns) {
     const uint64_t delay = std::min<uint64_t>(
         backoffDelayNs(p.failures++, 5, plane_.config().endpoints.reconnect_max_ms, rng_),
-        p.open_deadline_ns - clock::monotonicNs());
+        p.open_deadline_ns - now);
     const SegmentId id = p.id;
-    p.reconnect_timer = plane_.loop().addTimer(clock::monotonicNs() + delay, [this, id] {
+    p.reconnect_timer = plane_.loop().addTimer(now + delay, [this, id] {
       if (Peer* q = find(id)) connect(*q);
     });
     return;
@@ -312,6 +325,10 @@ void PeerSegments::refresh(SegmentId id, std::function<void(Status)> done) {
 }
 
 void PeerSegments::drop(Peer& p) {
+  // Callers still waiting for this segment to open get an answer: it is gone.
+  auto openers = std::move(p.openers);
+  p.openers.clear();
+  for (auto& done : openers) done(Status::Canceled("segment " + p.name + " was closed"));
   if (p.reconnect_timer) plane_.loop().cancelTimer(p.reconnect_timer);
   if (p.record) {
     plane_.deps().segments.unpublish(p.id);

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "engine/control/client.h"
+#include "engine/control/loop_calls.h"
 #include "engine/rdma/segment_table.h"
 #include "tent/transfer_engine.h"
 
@@ -29,16 +30,18 @@ uint64_t backoffDelayNs(uint32_t failures, uint32_t initial_ms, uint32_t max_ms,
 
 class PeerSegments {
  public:
+  using OpenDone = Completer<Result<SegmentId>>;
   explicit PeerSegments(ControlPlane& plane);
   ~PeerSegments();
 
   // Creates the local segment's record and its loopback session; `up` runs once the
   // session is up (or with the error of its first attempt).
-  void startLocal(const std::string& own_name, const SocketAddress& own_address,
-                  std::function<void(Result<SegmentId>)> up);
-  // `done` runs once: with the id when the session is up, or with the error.
-  void open(const std::string& name, const SocketAddress& address,
-            std::function<void(Result<SegmentId>)> done);
+  void startLocal(const std::string& own_name, const SocketAddress& own_address, OpenDone up);
+  // `done` is answered once: with the id when the session is up, or with the error.
+  void open(const std::string& name, const SocketAddress& address, OpenDone done);
+  // Every caller waiting to open `name` gave up (its call timed out or was canceled):
+  // a segment that was never up is dropped, as a failed open leaves nothing behind.
+  void abandonOpen(const std::string& name);
   Status close(SegmentId id);
   void refresh(SegmentId id, std::function<void(Status)> done);
   void localChanged();
