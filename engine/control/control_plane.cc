@@ -1,5 +1,6 @@
 #include "engine/control/control_plane.h"
 
+#include <algorithm>
 #include <random>
 
 #include "engine/control/address.h"
@@ -75,7 +76,10 @@ Status ControlPlane::init() {
   so.max_connections = b.max_connections;
   so.handshake_timeout_ns = uint64_t{b.handshake_timeout_ms} * 1'000'000;
   so.io_timeout_ns = uint64_t{b.io_timeout_ms} * 1'000'000;
-  so.idle_timeout_ns = uint64_t{b.keepalive_ms} * 1'000'000 * 4 + so.io_timeout_ns;
+  // An initiator whose control thread stalls keeps its passive endpoints here for as
+  // long as our sessions to a slow peer keep theirs (peer_timeout_ms).
+  so.idle_timeout_ns = std::max(uint64_t{b.keepalive_ms} * 1'000'000 * 4 + so.io_timeout_ns,
+                                uint64_t{b.peer_timeout_ms} * 1'000'000);
   auto server = ControlServer::create(*loop_, host, port, so, *handler_, counters_);
   if (!server.ok()) return server.status().withContext("control listener");
   server_ = std::move(server).value();
@@ -190,8 +194,11 @@ Status ControlPlane::refreshSegment(SegmentId id) {
                              });
 }
 
-void ControlPlane::stallForTest(std::shared_future<void> resume) {
-  loop_->post([resume] { resume.wait(); });
+void ControlPlane::stallForTest(std::shared_future<void> resume, std::function<void()> stalled) {
+  loop_->post([resume, stalled = std::move(stalled)] {
+    if (stalled) stalled();
+    resume.wait();
+  });
 }
 
 void ControlPlane::refreshSoon(SegmentId id) noexcept {

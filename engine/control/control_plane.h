@@ -112,8 +112,9 @@ class ControlPlane {
   template <typename R, typename Fn>
   R call(const std::string& what, Fn fn);
   // Test hook: the loop runs nothing else until `resume` is ready (a control thread
-  // starved of CPU, or stopped in a debugger). Not part of the API.
-  void stallForTest(std::shared_future<void> resume);
+  // starved of CPU, or stopped in a debugger); `stalled` runs on the loop first.
+  // Not part of the API.
+  void stallForTest(std::shared_future<void> resume, std::function<void()> stalled = {});
 
  private:
   explicit ControlPlane(ControlPlaneDeps deps);

@@ -12,6 +12,8 @@ struct ControlCounters {
   std::atomic<uint64_t> auth_failures{0};
   std::atomic<uint64_t> frames_rejected{0};
   std::atomic<uint64_t> deadline_closures{0};
+  // Client sessions that missed io_timeout and stayed up (slow, not down): each time.
+  std::atomic<uint64_t> sessions_slow{0};
 
   static void bump(std::atomic<uint64_t>& c, int64_t by = 1) noexcept {
     c.fetch_add(static_cast<uint64_t>(by), std::memory_order_relaxed);

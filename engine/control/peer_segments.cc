@@ -48,6 +48,9 @@ class PeerSegments::SessionListener final : public ClientSession::Listener {
   void onSessionDown(ClientSession&, const Status& why) override {
     if (Peer* p = owner_.find(id_)) owner_.onDown(*p, why);
   }
+  void onSessionSlow(ClientSession&, bool slow) override {
+    if (Peer* p = owner_.find(id_)) owner_.onSlow(*p, slow);
+  }
 
  private:
   PeerSegments& owner_;
@@ -210,6 +213,7 @@ void PeerSegments::connect(Peer& p) {
   options.connect_timeout_ns = uint64_t{b.connect_timeout_ms} * 1'000'000;
   options.io_timeout_ns = uint64_t{b.io_timeout_ms} * 1'000'000;
   options.keepalive_ns = uint64_t{b.keepalive_ms} * 1'000'000;
+  options.peer_timeout_ns = uint64_t{b.peer_timeout_ms} * 1'000'000;
   if (!p.listener) p.listener = std::make_unique<SessionListener>(*this, p.id);
   p.session = std::make_unique<ClientSession>(plane_.loop(), p.name, p.address, plane_.secret(),
                                               options, plane_.counters(), *p.listener);
@@ -303,6 +307,21 @@ void PeerSegments::onDown(Peer& p, const Status& why) {
   p.reconnect_timer = plane_.loop().addTimer(clock::monotonicNs() + delay, [this, id] {
     if (Peer* q = find(id)) connect(*q);
   });
+}
+
+// Liveness comes from the data path: a slow control session changes nothing for the
+// endpoints (their completions tell whether the peer's NIC answers); only the
+// session's failure - peer_timeout, or the connection lost - retires them.
+void PeerSegments::onSlow(Peer& p, bool slow) {
+  if (slow) ControlCounters::bump(plane_.counters().sessions_slow);
+  const auto& b = plane_.config().bootstrap;
+  if (slow)
+    TENT_INFO(kEngine,
+              "segment %s: control session slow (no answer within %u ms); its endpoints keep "
+              "carrying transfers, the peer is declared down after %u ms of silence",
+              p.name.c_str(), b.io_timeout_ms, b.peer_timeout_ms);
+  else
+    TENT_INFO(kEngine, "segment %s: control session answers again", p.name.c_str());
 }
 
 void PeerSegments::refresh(SegmentId id, std::function<void(Status)> done) {

@@ -64,6 +64,7 @@ class PeerSegments {
   void onUp(Peer& p, std::vector<uint8_t> descriptor);
   void onUpdate(Peer& p, std::vector<uint8_t> descriptor);
   void onDown(Peer& p, const Status& why);
+  void onSlow(Peer& p, bool slow);
   Status install(Peer& p, std::vector<uint8_t> bytes, bool new_record);
   rdma::SegmentRecord* makeRecord(SegmentId id, uint32_t peer_devices);
   static void inheritSlots(const rdma::SegmentRecord& from, rdma::SegmentRecord& to);
