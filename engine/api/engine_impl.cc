@@ -1,8 +1,8 @@
 // Control path of the public API: engine construction, memory, segments, batches.
-#include "engine/api/engine_impl.h"
+#include "api/engine_impl.h"
 
-#include "engine/common/clock.h"
-#include "engine/control/control_plane.h"
+#include "base/clock.h"
+#include "control/control_plane.h"
 #include "lcore/idle.h"
 #include "tent/log.h"
 

@@ -1,4 +1,4 @@
-#include "engine/control/loop_calls.h"
+#include "control/loop_calls.h"
 
 #include <vector>
 

@@ -25,8 +25,8 @@
 #include <string>
 #include <unordered_map>
 
-#include "engine/common/clock.h"
-#include "engine/control/event_loop.h"
+#include "base/clock.h"
+#include "net/event_loop.h"
 #include "tent/status.h"
 
 namespace tent::control {

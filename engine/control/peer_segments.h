@@ -14,9 +14,9 @@
 #include <string>
 #include <vector>
 
-#include "engine/control/client.h"
-#include "engine/control/loop_calls.h"
-#include "engine/rdma/segment_table.h"
+#include "net/client.h"
+#include "control/loop_calls.h"
+#include "model/segment_table.h"
 #include "tent/transfer_engine.h"
 
 namespace tent::control {
