@@ -257,6 +257,11 @@ struct BootstrapConfig {
   uint32_t max_connections = 1024;       // open control connections served; more are refused
   uint32_t handshake_timeout_ms = 2000;  // a new connection authenticates within this
   uint32_t keepalive_ms = 1000;          // an idle session is probed this often
+  // A peer whose control session answers nothing for this long is declared down
+  // (its endpoints are retired). Until then a session slower than io_timeout_ms only
+  // delays control requests: ready endpoints keep carrying transfers, as long as
+  // the data path completes them.
+  uint32_t peer_timeout_ms = 30000;
   uint32_t max_segments = 4096;          // peer segments open at once
   // Of max_connections, from one peer address. Both caps first close idle sessions
   // (and connections still in their handshake) to make room (docs/engine.md, "Caps").

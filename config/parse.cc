@@ -442,6 +442,7 @@ void readBootstrap(MapReader& m, BootstrapConfig* b) {
   m.integer("max_connections_per_source", &b->max_connections_per_source, 1, 1 << 20);
   m.integer("handshake_timeout_ms", &b->handshake_timeout_ms, 1, kMaxLinkTimeoutMs);
   m.integer("keepalive_ms", &b->keepalive_ms, 10, kMaxLinkTimeoutMs);
+  m.integer("peer_timeout_ms", &b->peer_timeout_ms, 1, kMaxLinkTimeoutMs);
   m.integer("max_segments", &b->max_segments, 2, 1 << 20);
   m.section("auth",
             [&](MapReader& a) { a.text("secret_file", &b->auth.secret_file, kPathOrEmpty); });

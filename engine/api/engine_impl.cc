@@ -2,6 +2,7 @@
 #include "api/engine_impl.h"
 
 #include "base/clock.h"
+#include "control/control_plane.h"
 #include "fabric/select/select_provider.h"
 #include "lcore/idle.h"
 #include "tent/log.h"
@@ -98,6 +99,10 @@ Result<SegmentId> TransferEngineImpl::openSegment(const std::string& name) {
 
 Status TransferEngineImpl::closeSegment(SegmentId id) {
   return transport_->closeSegment(id);
+}
+
+void TransferEngineImpl::cancelWaits() {
+  transport_->control().cancelWaits();
 }
 
 Result<std::vector<SegmentBufferInfo>> TransferEngineImpl::segmentBuffers(SegmentId id) {

@@ -1,6 +1,6 @@
 #include "control/control_plane.h"
 
-#include <chrono>
+#include <algorithm>
 #include <random>
 
 #include "net/address.h"
@@ -73,6 +73,7 @@ Status ControlPlane::init() {
   uint16_t port = 0;
   TENT_RETURN_IF_ERROR(splitHostPort(b.listen, &host, &port).withContext("bootstrap.listen"));
   TENT_ASSIGN_OR_RETURN(loop_, EventLoop::create());
+  calls_ = std::make_unique<LoopCalls>(*loop_);
   handler_ = std::make_unique<Handler>(*this);
   ServerOptions so;
   so.secret = secret_;
@@ -80,7 +81,10 @@ Status ControlPlane::init() {
   so.max_connections_per_source = b.max_connections_per_source;
   so.handshake_timeout_ns = uint64_t{b.handshake_timeout_ms} * 1'000'000;
   so.io_timeout_ns = uint64_t{b.io_timeout_ms} * 1'000'000;
-  so.idle_timeout_ns = uint64_t{b.keepalive_ms} * 1'000'000 * 4 + so.io_timeout_ns;
+  // An initiator whose control thread stalls keeps its passive endpoints here for as
+  // long as our sessions to a slow peer keep theirs (peer_timeout_ms).
+  so.idle_timeout_ns = std::max(uint64_t{b.keepalive_ms} * 1'000'000 * 4 + so.io_timeout_ns,
+                                uint64_t{b.peer_timeout_ms} * 1'000'000);
   auto server = ControlServer::create(*loop_, host, port, so, *handler_, counters_);
   if (!server.ok()) return server.status().withContext("control listener");
   server_ = std::move(server).value();
@@ -101,22 +105,32 @@ Status ControlPlane::init() {
   loop_->start("tent-control");
   // Transfers to LOCAL_SEGMENT_ID bootstrap through our own listener: have that
   // session up before the engine is handed out.
-  auto promise = std::make_shared<std::promise<Result<SegmentId>>>();
-  auto future = promise->get_future();
-  loop_->post([this, own, promise] {
-    peers_->startLocal(segment_name_, own,
-                       [promise](Result<SegmentId> r) { promise->set_value(std::move(r)); });
-  });
-  auto up = future.get();
+  auto up =
+      calls_->run<Result<SegmentId>>(openBudgetNs(), "loopback session to " + segment_name_,
+                                     "bootstrap.connect_timeout_ms + io_timeout_ms",
+                                     [this, own](Completer<Result<SegmentId>> done) {
+                                       peers_->startLocal(segment_name_, own, std::move(done));
+                                     });
   return up.ok() ? Status::OK() : up.status();
+}
+
+uint64_t ControlPlane::openBudgetNs() const noexcept {
+  const auto& b = deps_.config.bootstrap;
+  return (uint64_t{b.connect_timeout_ms} + b.io_timeout_ms) * 1'000'000;
 }
 
 ControlPlane::~ControlPlane() {
   shutdown();
 }
 
+void ControlPlane::cancelWaits() {
+  stopped_.store(true);
+  if (calls_) calls_->abortAll(Status::Canceled("the engine is closing"));
+}
+
 void ControlPlane::shutdown() {
-  if (stopped_.exchange(true) || !loop_) return;
+  if (shut_down_.exchange(true) || !loop_) return;
+  cancelWaits();  // no call waits on the loop from here on, none starts
   // Everything the loop owns is torn down on the loop, then it stops.
   loop_->post([this] {
     peers_->closeAll();
@@ -162,27 +176,34 @@ Result<SegmentId> ControlPlane::openSegment(const std::string& name) {
   // Resolved here, once, on the caller's thread: the loop never blocks on DNS.
   auto address = resolve(host, port);
   if (!address.ok()) return address.status().withContext("open segment " + name);
-  auto promise = std::make_shared<std::promise<Result<SegmentId>>>();
-  auto future = promise->get_future();
-  loop_->post([this, name, a = *address, promise] {
-    peers_->open(name, a, [promise](Result<SegmentId> r) { promise->set_value(std::move(r)); });
-  });
-  return future.get();
+  return calls_->run<Result<SegmentId>>(
+      openBudgetNs(), "open segment " + name, "bootstrap.connect_timeout_ms + io_timeout_ms",
+      [this, name, a = *address](Completer<Result<SegmentId>> done) {
+        peers_->open(name, a, std::move(done));
+      },
+      [this, name] { peers_->abandonOpen(name); });
 }
 
 Status ControlPlane::closeSegment(SegmentId id) {
   if (stopped_.load()) return Status::FailedPrecondition("engine is closing");
-  return call<Status>([this, id] { return peers_->close(id); });
+  return call<Status>("close segment " + std::to_string(id),
+                      [this, id] { return peers_->close(id); });
 }
 
 Status ControlPlane::refreshSegment(SegmentId id) {
   if (stopped_.load()) return Status::FailedPrecondition("engine is closing");
-  auto promise = std::make_shared<std::promise<Status>>();
-  auto future = promise->get_future();
-  loop_->post([this, id, promise] {
-    peers_->refresh(id, [promise](Status s) { promise->set_value(std::move(s)); });
+  return calls_->run<Status>(uint64_t{deps_.config.bootstrap.io_timeout_ms} * 1'000'000,
+                             "descriptor of segment " + std::to_string(id),
+                             "bootstrap.io_timeout_ms", [this, id](Completer<Status> done) {
+                               peers_->refresh(id, [done](Status s) { done(std::move(s)); });
+                             });
+}
+
+void ControlPlane::stallForTest(std::shared_future<void> resume, std::function<void()> stalled) {
+  loop_->post([resume, stalled = std::move(stalled)] {
+    if (stalled) stalled();
+    resume.wait();
   });
-  return future.get();
 }
 
 void ControlPlane::refreshSoon(SegmentId id) noexcept {
@@ -196,11 +217,13 @@ void ControlPlane::refreshSoon(SegmentId id) noexcept {
 
 void ControlPlane::localChanged() {
   if (stopped_.load()) return;
-  call<int>([this] {
+  // A Timeout here (a stalled loop) leaves the task queued: it still runs.
+  Status s = call<Status>("publish the local descriptor", [this] {
     peers_->localChanged();
     server_->pushDescriptor([this](uint16_t v) { return deps_.local.encodedDescriptor(v); });
-    return 0;
+    return Status::OK();
   });
+  if (!s.ok()) TENT_WARN(kEngine, "%s", s.toString().c_str());
 }
 
 void ControlPlane::fillStats(EngineStats* out) const {

@@ -24,6 +24,7 @@
 #include "net/auth.h"
 #include "net/control_stats.h"
 #include "net/event_loop.h"
+#include "control/loop_calls.h"
 #include "net/server.h"
 #include "tent/transfer_engine.h"
 
@@ -73,7 +74,8 @@ class ControlPlane {
   const std::string& segmentName() const noexcept { return segment_name_; }
   uint64_t instance() const noexcept { return instance_; }
 
-  // ---- API threads (each waits for the loop, bounded by the bootstrap timeouts) ----
+  // ---- API threads (each waits for the loop through LoopCalls: at most
+  // connect_timeout_ms + io_timeout_ms for an open, io_timeout_ms for the others) ----
   Result<SegmentId> openSegment(const std::string& name);
   Status closeSegment(SegmentId id);
   // Fetches the peer's descriptor again and waits for it.
@@ -83,8 +85,14 @@ class ControlPlane {
   // The local memory changed: republish our descriptor (local record, sessions).
   void localChanged();
   void fillStats(EngineStats* out) const;
+  // Any thread, at once: every call waiting on the loop (an open in progress) returns
+  // Canceled, and every later one fails at once; the loop keeps running until
+  // shutdown(). The first step of closing the engine.
+  void cancelWaits();
   // Stops the loop: sessions closed, every endpoint freed. Pollers must be detached.
   void shutdown();
+  // Calls registered with the loop and not yet answered (tests: back to 0).
+  size_t openCalls() const { return calls_ ? calls_->openCalls() : 0; }
 
   // ---- loop thread (the parts talk to each other through these) ----
   EventLoop& loop() noexcept { return *loop_; }
@@ -99,9 +107,14 @@ class ControlPlane {
   void armReclaim();
   void reclaim();
   void drainRequests();
-  // Runs `fn` on the loop and waits for its result.
-  template <typename T, typename Fn>
-  T call(Fn fn);
+  // Runs `fn` on the loop and waits for its result (Status or Result<T>), at most
+  // bootstrap.io_timeout_ms; `what` names the call in a Timeout.
+  template <typename R, typename Fn>
+  R call(const std::string& what, Fn fn);
+  // Test hook: the loop runs nothing else until `resume` is ready (a control thread
+  // starved of CPU, or stopped in a debugger); `stalled` runs on the loop first.
+  // Not part of the API.
+  void stallForTest(std::shared_future<void> resume, std::function<void()> stalled = {});
 
  private:
   explicit ControlPlane(ControlPlaneDeps deps);
@@ -115,24 +128,27 @@ class ControlPlane {
   ControlCounters counters_;
   ResourceCounters resources_;
   std::unique_ptr<EventLoop> loop_;
+  std::unique_ptr<LoopCalls> calls_;  // after loop_: destroyed before it
   std::unique_ptr<Handler> handler_;
   std::unique_ptr<ControlServer> server_;
   std::unique_ptr<PassiveEndpoints> passive_;
   std::unique_ptr<EndpointManager> endpoints_;
   std::unique_ptr<PeerSegments> peers_;
   std::unique_ptr<EventLoop::Handler> requests_handler_;
-  std::atomic<bool> stopped_{false};
+  uint64_t openBudgetNs() const noexcept;
+
+  std::atomic<bool> stopped_{false};    // no new calls (cancelWaits)
+  std::atomic<bool> shut_down_{false};  // the loop is stopped (shutdown)
   std::atomic<uint64_t> last_refresh_ns_{0};
   uint64_t reclaim_timer_ = 0;
 };
 
-template <typename T, typename Fn>
-T ControlPlane::call(Fn fn) {
+template <typename R, typename Fn>
+R ControlPlane::call(const std::string& what, Fn fn) {
   if (loop_->inLoopThread()) return fn();
-  auto promise = std::make_shared<std::promise<T>>();
-  auto future = promise->get_future();
-  loop_->post([promise, fn = std::move(fn)]() mutable { promise->set_value(fn()); });
-  return future.get();
+  return calls_->run<R>(uint64_t{deps_.config.bootstrap.io_timeout_ms} * 1'000'000, what,
+                        "bootstrap.io_timeout_ms",
+                        [fn = std::move(fn)](Completer<R> done) mutable { done(fn()); });
 }
 
 }  // namespace tent::control

@@ -34,7 +34,7 @@ struct PeerSegments::Peer {
   std::unique_ptr<SessionListener> listener;
   std::unique_ptr<ClientSession> session;
   rdma::SegmentRecord* record = nullptr;
-  std::vector<std::function<void(Result<SegmentId>)>> openers;
+  std::vector<OpenDone> openers;
 };
 
 class PeerSegments::SessionListener final : public ClientSession::Listener {
@@ -48,6 +48,9 @@ class PeerSegments::SessionListener final : public ClientSession::Listener {
   }
   void onSessionDown(ClientSession&, const Status& why) override {
     if (Peer* p = owner_.find(id_)) owner_.onDown(*p, why);
+  }
+  void onSessionSlow(ClientSession&, bool slow) override {
+    if (Peer* p = owner_.find(id_)) owner_.onSlow(*p, slow);
   }
 
  private:
@@ -136,7 +139,7 @@ void PeerSegments::reclaimAll() {
 }
 
 void PeerSegments::startLocal(const std::string& own_name, const SocketAddress& own_address,
-                              std::function<void(Result<SegmentId>)> up) {
+                              OpenDone up) {
   auto p = std::make_unique<Peer>();
   p->id = LOCAL_SEGMENT_ID;
   p->name = own_name;
@@ -165,8 +168,7 @@ void PeerSegments::localChanged() {
   installLocal();
 }
 
-void PeerSegments::open(const std::string& name, const SocketAddress& address,
-                        std::function<void(Result<SegmentId>)> done) {
+void PeerSegments::open(const std::string& name, const SocketAddress& address, OpenDone done) {
   if (auto known = by_name_.find(name); known != by_name_.end()) {
     Peer* p = find(known->second);
     if (p->record && p->record->up.load(std::memory_order_acquire)) return done(p->id);
@@ -194,6 +196,17 @@ void PeerSegments::open(const std::string& name, const SocketAddress& address,
   connect(ref);
 }
 
+void PeerSegments::abandonOpen(const std::string& name) {
+  auto known = by_name_.find(name);
+  if (known == by_name_.end()) return;
+  Peer* p = find(known->second);
+  if (p == nullptr || p->ever_up || p->local) return;
+  for (const OpenDone& done : p->openers)
+    if (!done.abandoned()) return;  // another caller still waits for it
+  p->closing = true;
+  drop(*p);
+}
+
 void PeerSegments::connect(Peer& p) {
   p.reconnect_timer = 0;
   const auto& b = plane_.config().bootstrap;
@@ -201,6 +214,7 @@ void PeerSegments::connect(Peer& p) {
   options.connect_timeout_ns = uint64_t{b.connect_timeout_ms} * 1'000'000;
   options.io_timeout_ns = uint64_t{b.io_timeout_ms} * 1'000'000;
   options.keepalive_ns = uint64_t{b.keepalive_ms} * 1'000'000;
+  options.peer_timeout_ns = uint64_t{b.peer_timeout_ms} * 1'000'000;
   if (!p.listener) p.listener = std::make_unique<SessionListener>(*this, p.id);
   p.session = std::make_unique<ClientSession>(plane_.loop(), p.name, p.address, plane_.secret(),
                                               options, plane_.counters(), *p.listener);
@@ -257,12 +271,15 @@ void PeerSegments::onDown(Peer& p, const Status& why) {
   // peer restarting) tries again within its connect budget; authentication and
   // protocol errors end it at once.
   const bool transient = why.code() == StatusCode::kUnavailable;
-  if (!p.ever_up && !p.local && transient && clock::monotonicNs() < p.open_deadline_ns) {
+  // One reading of the clock: with two, the deadline could pass between them and the
+  // remaining time wrap around to centuries (a retry, and the open, that never come).
+  const uint64_t now = clock::monotonicNs();
+  if (!p.ever_up && !p.local && transient && now < p.open_deadline_ns) {
     const uint64_t delay = std::min<uint64_t>(
         backoffDelayNs(p.failures++, 5, plane_.config().endpoints.reconnect_max_ms, rng_),
-        p.open_deadline_ns - clock::monotonicNs());
+        p.open_deadline_ns - now);
     const SegmentId id = p.id;
-    p.reconnect_timer = plane_.loop().addTimer(clock::monotonicNs() + delay, [this, id] {
+    p.reconnect_timer = plane_.loop().addTimer(now + delay, [this, id] {
       if (Peer* q = find(id)) connect(*q);
     });
     return;
@@ -293,6 +310,21 @@ void PeerSegments::onDown(Peer& p, const Status& why) {
   });
 }
 
+// Liveness comes from the data path: a slow control session changes nothing for the
+// endpoints (their completions tell whether the peer's NIC answers); only the
+// session's failure - peer_timeout, or the connection lost - retires them.
+void PeerSegments::onSlow(Peer& p, bool slow) {
+  if (slow) ControlCounters::bump(plane_.counters().sessions_slow);
+  const auto& b = plane_.config().bootstrap;
+  if (slow)
+    TENT_INFO(kEngine,
+              "segment %s: control session slow (no answer within %u ms); its endpoints keep "
+              "carrying transfers, the peer is declared down after %u ms of silence",
+              p.name.c_str(), b.io_timeout_ms, b.peer_timeout_ms);
+  else
+    TENT_INFO(kEngine, "segment %s: control session answers again", p.name.c_str());
+}
+
 void PeerSegments::refresh(SegmentId id, std::function<void(Status)> done) {
   Peer* p = find(id);
   if (p == nullptr) return done(Status::NotFound("segment " + std::to_string(id) + " is not open"));
@@ -313,6 +345,10 @@ void PeerSegments::refresh(SegmentId id, std::function<void(Status)> done) {
 }
 
 void PeerSegments::drop(Peer& p) {
+  // Callers still waiting for this segment to open get an answer: it is gone.
+  auto openers = std::move(p.openers);
+  p.openers.clear();
+  for (auto& done : openers) done(Status::Canceled("segment " + p.name + " was closed"));
   if (p.reconnect_timer) plane_.loop().cancelTimer(p.reconnect_timer);
   if (p.record) {
     plane_.deps().segments.unpublish(p.id);

@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "control/loop_calls.h"
 #include "model/segment_table.h"
 #include "net/client.h"
 #include "tent/transfer_engine.h"
@@ -29,16 +30,18 @@ uint64_t backoffDelayNs(uint32_t failures, uint32_t initial_ms, uint32_t max_ms,
 
 class PeerSegments {
  public:
+  using OpenDone = Completer<Result<SegmentId>>;
   explicit PeerSegments(ControlPlane& plane);
   ~PeerSegments();
 
   // Creates the local segment's record and its loopback session; `up` runs once the
   // session is up (or with the error of its first attempt).
-  void startLocal(const std::string& own_name, const SocketAddress& own_address,
-                  std::function<void(Result<SegmentId>)> up);
-  // `done` runs once: with the id when the session is up, or with the error.
-  void open(const std::string& name, const SocketAddress& address,
-            std::function<void(Result<SegmentId>)> done);
+  void startLocal(const std::string& own_name, const SocketAddress& own_address, OpenDone up);
+  // `done` is answered once: with the id when the session is up, or with the error.
+  void open(const std::string& name, const SocketAddress& address, OpenDone done);
+  // Every caller waiting to open `name` gave up (its call timed out or was canceled):
+  // a segment that was never up is dropped, as a failed open leaves nothing behind.
+  void abandonOpen(const std::string& name);
   Status close(SegmentId id);
   void refresh(SegmentId id, std::function<void(Status)> done);
   void localChanged();
@@ -61,6 +64,7 @@ class PeerSegments {
   void onUp(Peer& p, std::vector<uint8_t> descriptor);
   void onUpdate(Peer& p, std::vector<uint8_t> descriptor);
   void onDown(Peer& p, const Status& why);
+  void onSlow(Peer& p, bool slow);
   Status install(Peer& p, std::vector<uint8_t> bytes, bool new_record);
   rdma::SegmentRecord* makeRecord(SegmentId id, uint32_t peer_devices);
   static void inheritSlots(const rdma::SegmentRecord& from, rdma::SegmentRecord& to);

@@ -23,6 +23,7 @@ ClientSession::ClientSession(EventLoop& loop, std::string name, SocketAddress ad
 
 ClientSession::~ClientSession() {
   if (keepalive_timer_ != 0) loop_.cancelTimer(keepalive_timer_);
+  if (slow_timer_ != 0) loop_.cancelTimer(slow_timer_);
   reported_down_ = true;  // no callbacks from a session being destroyed
   if (conn_ && !conn_->closed()) {
     ControlCounters::bump(stats_.connections_open, -1);
@@ -56,6 +57,7 @@ void ClientSession::onConnected(Connection& c) {
 
 void ClientSession::onFrame(Connection&, FrameType type, std::vector<uint8_t> payload) {
   last_activity_ns_ = clock::monotonicNs();
+  if (slow_) setSlow(false);  // it speaks again
   if (type == FrameType::kError && state_ != State::kOpen) {
     Status peer = metadata::parseError(payload);
     return fail(Status(peer.code(), "peer " + name_ + ": " + peer.message()));
@@ -120,12 +122,13 @@ void ClientSession::onOpen() {
         if (r->type != FrameType::kDescriptor)
           return fail(Status::InvalidArgument("peer " + name_ + " answered GET_DESCRIPTOR with " +
                                               metadata::frameTypeName(r->type)));
+        reported_up_ = true;
         listener_.onSessionUp(*this, std::move(r->payload));
         sendNext();
       }});
   conn_->send(FrameType::kGetDescriptor,
               metadata::encodeDescriptorRequest(metadata::kDescriptorVersion));
-  conn_->setDeadline(clock::monotonicNs() + options_.io_timeout_ns, "peer did not answer in time");
+  armAnswerDeadline();
   armKeepalive();
 }
 
@@ -147,21 +150,44 @@ void ClientSession::sendNext() {
   while (state_ == State::kOpen && !queued_.empty()) {
     Pending p = std::move(queued_.front());
     queued_.pop_front();
-    if (in_flight_.empty())
-      conn_->setDeadline(clock::monotonicNs() + options_.io_timeout_ns,
-                         "peer did not answer in time");
+    const bool first = in_flight_.empty();
     conn_->send(p.type, p.payload);
     p.payload.clear();
     in_flight_.push_back(std::move(p));
+    if (first) armAnswerDeadline();
   }
 }
 
 void ClientSession::answerHead(Result<Reply> reply) {
   Pending p = std::move(in_flight_.front());
   in_flight_.pop_front();
-  conn_->setDeadline(in_flight_.empty() ? 0 : clock::monotonicNs() + options_.io_timeout_ns,
-                     "peer did not answer in time");
+  armAnswerDeadline();
   p.done(std::move(reply));
+}
+
+void ClientSession::armAnswerDeadline() {
+  if (slow_timer_ != 0) loop_.cancelTimer(slow_timer_);
+  slow_timer_ = 0;
+  if (in_flight_.empty()) return conn_->setDeadline(0, "");
+  const uint64_t now = clock::monotonicNs();
+  // Until the session is up (the first descriptor) an open must not wait longer than
+  // io_timeout; once up, a slow answer is tolerated up to peer_timeout.
+  const uint64_t limit = reported_up_ && options_.peer_timeout_ns > options_.io_timeout_ns
+                             ? options_.peer_timeout_ns
+                             : options_.io_timeout_ns;
+  conn_->setDeadline(now + limit, limit == options_.io_timeout_ns
+                                      ? "peer did not answer in time"
+                                      : "peer answered nothing within bootstrap.peer_timeout_ms");
+  if (limit == options_.io_timeout_ns) return;
+  slow_timer_ = loop_.addTimer(now + options_.io_timeout_ns, [this] {
+    slow_timer_ = 0;
+    if (state_ == State::kOpen && !in_flight_.empty()) setSlow(true);
+  });
+}
+
+void ClientSession::setSlow(bool slow) {
+  slow_ = slow;
+  listener_.onSessionSlow(*this, slow);
 }
 
 void ClientSession::armKeepalive() {
@@ -183,6 +209,8 @@ void ClientSession::fail(const Status& why) {
   state_ = State::kDown;
   if (keepalive_timer_ != 0) loop_.cancelTimer(keepalive_timer_);
   keepalive_timer_ = 0;
+  if (slow_timer_ != 0) loop_.cancelTimer(slow_timer_);
+  slow_timer_ = 0;
   if (conn_ && !conn_->closed()) conn_->close(why);  // -> onClosed, which reports
   auto pending = std::move(in_flight_);
   for (auto& p : queued_) pending.push_back(std::move(p));

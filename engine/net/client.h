@@ -2,8 +2,10 @@
 // as the segment is open. It connects without blocking, authenticates both ways
 // (when a secret is configured), fetches the descriptor, then carries bootstraps and
 // RELEASE notices, answers in order; sends a keepalive when idle; and hands pushed
-// descriptor updates to its listener. Losing it (peer died, restarted, or stopped
-// answering) is reported once; the control plane reconnects with backoff.
+// descriptor updates to its listener. Losing it (peer died, restarted, or answered
+// nothing for peer_timeout) is reported once; the control plane reconnects with
+// backoff. Once up, a peer that misses io_timeout but not peer_timeout is slow, not
+// lost: reported as such, and as recovered when it answers again.
 #pragma once
 
 #include <cstdint>
@@ -24,8 +26,10 @@ namespace tent::control {
 
 struct ClientOptions {
   uint64_t connect_timeout_ns = 3'000'000'000;  // connect + handshake + first descriptor
-  uint64_t io_timeout_ns = 3'000'000'000;       // each request's answer
+  uint64_t io_timeout_ns = 3'000'000'000;       // each request's answer: later, it is slow
   uint64_t keepalive_ns = 1'000'000'000;
+  // Once up, no answer for this long fails the session; 0: io_timeout_ns (no slack).
+  uint64_t peer_timeout_ns = 0;
 };
 
 class ClientSession final : public Connection::Owner {
@@ -37,6 +41,12 @@ class ClientSession final : public Connection::Owner {
     virtual void onDescriptorUpdate(ClientSession& s, std::vector<uint8_t> descriptor) = 0;
     // Once; the session may be destroyed afterwards (deferred).
     virtual void onSessionDown(ClientSession& s, const Status& why) = 0;
+    // An up session's oldest request missed io_timeout (slow = true), or the peer
+    // answered again (false). The session stays up either way.
+    virtual void onSessionSlow(ClientSession& s, bool slow) {
+      (void)s;
+      (void)slow;
+    }
   };
   struct Reply {
     metadata::FrameType type = metadata::FrameType::kError;
@@ -52,6 +62,7 @@ class ClientSession final : public Connection::Owner {
 
   void start();
   bool up() const noexcept { return state_ == State::kOpen; }
+  bool slow() const noexcept { return slow_; }
   const std::string& name() const noexcept { return name_; }
   // Queued until the session is open; every callback runs exactly once (with an
   // error when the session goes down first).
@@ -74,6 +85,10 @@ class ClientSession final : public Connection::Owner {
   void onOpen();
   void sendNext();
   void answerHead(Result<Reply> reply);
+  // The oldest request in flight was sent now: its answer deadline (and, once up,
+  // the slow mark at io_timeout). No request in flight: none.
+  void armAnswerDeadline();
+  void setSlow(bool slow);
   void armKeepalive();
   void fail(const Status& why);
 
@@ -91,6 +106,9 @@ class ClientSession final : public Connection::Owner {
   std::deque<Pending> queued_;     // not sent yet
   std::deque<Pending> in_flight_;  // sent, answered in this order
   uint64_t keepalive_timer_ = 0;
+  uint64_t slow_timer_ = 0;
+  bool reported_up_ = false;
+  bool slow_ = false;
   uint64_t last_activity_ns_ = 0;
 };
 

@@ -28,6 +28,7 @@
 #include "model/rdma_context.h"
 #include "model/rdma_task.h"
 #include "model/segment_table.h"
+#include "datapath/slice_poller.h"
 #include "lcore/runtime.h"
 #include "model/control_requests.h"
 #include "model/local_memory.h"

@@ -143,6 +143,7 @@ void Engine::close() {
     (void)engine_.release();  // leaked on purpose: its threads exist only in the parent
   } else {
     py::gil_scoped_release nogil;
+    engine_->cancelWaits();  // an open_segment in progress returns now, Canceled
     for (int64_t n = users_.load(); n != 0; n = users_.load()) users_.wait(n);
     engine_.reset();
   }

@@ -152,6 +152,36 @@ def test_close_ends_a_wait_in_another_thread(local):
     assert e.value.code == "FailedPrecondition" and "closed" in e.value.message
 
 
+def test_close_cancels_an_open_segment_in_progress():
+    """A peer that accepts and never answers: open_segment would wait its whole
+    connect budget (a minute here); close() cancels it instead of waiting for it."""
+    import socket
+    silent = socket.socket()
+    silent.bind(("127.0.0.1", 0))
+    silent.listen(8)
+    name = "127.0.0.1:%d" % silent.getsockname()[1]
+    e = tent.TransferEngine(config(bootstrap={"listen": "127.0.0.1:0",
+                                              "connect_timeout_ms": 60000}))
+    outcome = []
+
+    def opener():
+        try:
+            outcome.append(e.open_segment(name))
+        except tent.Error as err:
+            outcome.append(err.code)
+
+    th = threading.Thread(target=opener)
+    th.start()
+    silent.settimeout(60)
+    conn, _ = silent.accept()  # the engine is connecting: the open is in progress
+    e.close()
+    th.join(timeout=60)
+    assert not th.is_alive()
+    assert outcome == ["Canceled"]
+    conn.close()
+    silent.close()
+
+
 def test_fork_with_an_engine_alive_is_refused_in_the_child():
     result = run_child("""
         import os, sys, tent

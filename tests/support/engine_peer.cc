@@ -4,12 +4,20 @@
 // on stdout and serves until stdin closes or it is killed.
 //   engine_peer <size> <seed> <listen host:port> [extra yaml] [extra bootstrap keys]
 // (the last one is spliced into the bootstrap map, e.g. ", auth: {secret_file: x}").
+// Test hooks, one command per line on stdin:
+//   stall   - its control loop runs nothing else until "resume" (or stdin closes);
+//             prints STALLED once the loop is held (its lcores and NIC run on)
+//   resume  - prints RESUMED once the loop was released
 #include <unistd.h>
 
 #include <cstdio>
 #include <cstdlib>
+#include <future>
+#include <iostream>
+#include <memory>
 #include <string>
 
+#include "control/control_plane.h"
 #include "engine_test_util.h"
 
 int main(int argc, char** argv) {
@@ -35,8 +43,22 @@ int main(int argc, char** argv) {
   std::printf("READY %s %lu %zu\n", (*engine)->segmentName().c_str(),
               static_cast<unsigned long>(reinterpret_cast<uintptr_t>(*mem)), size);
   std::fflush(stdout);
-  char c;
-  while (::read(0, &c, 1) > 0) {
+  auto& control = static_cast<tent::TransferEngineImpl&>(**engine).transport().control();
+  std::unique_ptr<std::promise<void>> stall;
+  for (std::string line; std::getline(std::cin, line);) {
+    if (line == "stall" && !stall) {
+      stall = std::make_unique<std::promise<void>>();
+      auto held = std::make_shared<std::promise<void>>();
+      control.stallForTest(stall->get_future().share(), [held] { held->set_value(); });
+      held->get_future().wait();
+      std::printf("STALLED\n");
+    } else if (line == "resume" && stall) {
+      stall->set_value();
+      stall.reset();
+      std::printf("RESUMED\n");
+    }
+    std::fflush(stdout);
   }
+  if (stall) stall->set_value();
   return 0;
 }

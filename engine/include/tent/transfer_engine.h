@@ -219,6 +219,7 @@ class TransferEngine {
   virtual Status unregisterLocalMemory(void* addr) = 0;
 
   // Opens a peer's segment by name ("host:port"); fetches and caches its descriptor.
+  // Returns within bootstrap.connect_timeout_ms + io_timeout_ms (then Timeout).
   virtual Result<SegmentId> openSegment(const std::string& name) = 0;
   virtual Status closeSegment(SegmentId id) = 0;
   // The buffers registered in an open segment (LOCAL_SEGMENT_ID: ours), from the
@@ -245,6 +246,12 @@ class TransferEngine {
                                               uint64_t timeout_ns) = 0;
 
   virtual EngineStats stats() const = 0;
+
+  // The first step of closing the engine from another thread: every call waiting on
+  // the control plane (an openSegment in progress) returns Canceled now, and later
+  // ones fail at once with FailedPrecondition. Transfers are not touched. Destroy
+  // the engine once no thread uses it any more. Thread-safe; idempotent.
+  virtual void cancelWaits() {}
 };
 
 }  // namespace tent
