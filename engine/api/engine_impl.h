@@ -10,6 +10,7 @@
 
 #include "config/config.h"
 #include "engine/api/batch_table.h"
+#include "engine/cuda/cuda_memory.h"
 #include "engine/fabric/fabric.h"
 #include "engine/metrics/exporter.h"
 #include "engine/rdma/rdma_task.h"
@@ -60,6 +61,8 @@ class TransferEngineImpl final : public TransferEngine {
 
  private:
   TransferEngineImpl() = default;
+  Result<void*> allocateDeviceMemory(size_t length, int gpu, const Location& location,
+                                     MemoryAccess access);
 
   std::shared_ptr<const config::Config> config_;
   std::unique_ptr<topology::Topology> topology_;
@@ -69,8 +72,15 @@ class TransferEngineImpl final : public TransferEngine {
   std::unique_ptr<metrics::Exporter> metrics_;  // reads stats(): stopped before the transport
 
   BatchTable batches_;  // destroyed before the transport (slices reference tasks)
+  // Engine-allocated memory: host memory of the provider, or device memory of a GPU.
+  struct Allocation {
+    size_t length = 0;
+    bool on_gpu = false;
+    cuda::DeviceAllocation gpu;  // when on_gpu
+  };
+  Status release(void* addr, const Allocation& a);
   std::mutex alloc_mu_;
-  std::map<void*, size_t> allocations_;  // engine-allocated memory
+  std::map<void*, Allocation> allocations_;
 };
 
 }  // namespace tent
