@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <cstdlib>
+#include <filesystem>
 #include <string>
 #include <vector>
 
@@ -148,6 +149,49 @@ TEST(GpuMemory, ALocationThatContradictsTheMemoryIsRefused) {
   EXPECT_NE(s.message().find("host memory"), std::string::npos) << s.toString();
   EXPECT_EQ(engine->segmentBuffers(LOCAL_SEGMENT_ID)->size(), 0u);
   fake.appFree(p);
+}
+
+TEST(GpuMemory, AGpuWithoutGpuDirectRdmaIsRefusedOnEveryProvider) {
+  FakeCudaOptions o;
+  o.gpus[0].gdr = false;
+  FakeCuda fake(o);
+  auto engine = makeEngine(simYaml());
+  ASSERT_NE(engine, nullptr);
+  void* p = fake.appMalloc(0, kMiB);
+  Status s = engine->registerLocalMemory(p, kMiB);
+  EXPECT_EQ(s.code(), StatusCode::kFailedPrecondition);
+  EXPECT_NE(s.message().find("GPUDirect RDMA"), std::string::npos) << s.toString();
+  EXPECT_EQ(engine->segmentBuffers(LOCAL_SEGMENT_ID)->size(), 0u);
+  EXPECT_FALSE(engine->allocateLocalMemory(kMiB, "cuda:0").ok());
+  EXPECT_EQ(fake.live().physical, 0);
+  EXPECT_EQ(fake.live().context_refs, 0);
+  fake.appFree(p);
+}
+
+// Each registration of VMM memory on soft exports a descriptor for peers; it goes
+// with the registration.
+TEST(GpuMemory, RegistrationChurnReturnsEveryExportedDescriptor) {
+  FakeCuda fake;
+  auto engine = makeEngine(simYaml());
+  ASSERT_NE(engine, nullptr);
+  auto* base = static_cast<char*>(fake.appVmm(0, {2 * kMiB, 2 * kMiB}));
+  auto openFds = [] {
+    size_t n = 0;
+    for (const auto& entry : std::filesystem::directory_iterator("/proc/self/fd")) {
+      (void)entry;
+      ++n;
+    }
+    return n;
+  };
+  ASSERT_TRUE(engine->registerLocalMemory(base, 4 * kMiB).ok());  // warm: lazy state
+  ASSERT_TRUE(engine->unregisterLocalMemory(base).ok());
+  const size_t before = openFds();
+  for (int i = 0; i < 100; ++i) {
+    ASSERT_TRUE(engine->registerLocalMemory(base, 4 * kMiB).ok());
+    ASSERT_TRUE(engine->unregisterLocalMemory(base).ok());
+  }
+  EXPECT_EQ(openFds(), before);
+  fake.appVmmFree(base);
 }
 
 TEST(GpuMemory, HostMemoryWithCudaLoadedStaysHostMemory) {

@@ -183,6 +183,16 @@ Result<std::unique_ptr<MemoryRegion>> SoftDevice::registerGpuMemory(void* addr, 
   TENT_RETURN_IF_ERROR(checkRegistration(addr, length, access));
   if (gpu.kind != MemoryKind::kDevice)
     return Status::InvalidArgument("soft: registerGpuMemory of memory that is not device memory");
+  // No provider is more forgiving than a NIC: where none could reach the GPU's memory,
+  // the emulated one does not either.
+  TENT_ASSIGN_OR_RETURN(int gdr,
+                        attribute(gpu.device, CU_DEVICE_ATTRIBUTE_GPU_DIRECT_RDMA_SUPPORTED));
+  if (gdr == 0)
+    return Status::FailedPrecondition("soft " + state_->info.name +
+                                      ": cuda:" + std::to_string(gpu.device) +
+                                      " memory: the GPU does not support GPUDirect RDMA "
+                                      "(CU_DEVICE_ATTRIBUTE_GPU_DIRECT_RDMA_SUPPORTED is 0); "
+                                      "no NIC can reach its memory");
   GpuExportRecord rec;
   int owned_fd = -1;
   TENT_RETURN_IF_ERROR(exportGpuMemory(*state_->core, gpu, &rec, &owned_fd));
