@@ -97,6 +97,7 @@ class FakeCuda {
   std::atomic<CUresult> fail_dmabuf{CUDA_SUCCESS};    // cuMemGetHandleForAddressRange
   std::atomic<CUresult> fail_alloc{CUDA_SUCCESS};     // cuMemAlloc and cuMemCreate
   std::atomic<CUresult> fail_ipc_open{CUDA_SUCCESS};  // cuIpcOpenMemHandle
+  std::atomic<CUresult> fail_memcpy{CUDA_SUCCESS};    // cuMemcpyAsync
 
   // ---- the fake's state (fake_cuda.cc, fake_cuda_streams.cc) -----------------------
   struct Region;

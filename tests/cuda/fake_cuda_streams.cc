@@ -106,6 +106,7 @@ CUresult streamDestroy(CUstream stream) {
 
 CUresult memcpyAsync(CUdeviceptr dst, CUdeviceptr src, size_t n, CUstream stream) {
   if (stream != nullptr && !knownStream(stream)) return CUDA_ERROR_INVALID_HANDLE;
+  if (fake().fail_memcpy.load() != CUDA_SUCCESS) return fake().fail_memcpy.load();
   {
     std::lock_guard<std::mutex> lock(st().mu);
     st().countLocked("cuMemcpyAsync");

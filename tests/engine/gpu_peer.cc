@@ -3,7 +3,8 @@
 //   gpu_peer <listen host:port>
 // prints READY <segment> <VMM address> <cuMemAlloc address> <size> and then serves,
 // one line each: FILL <addr> <len> <seed> -> 0, CHECK <addr> <len> <seed> -> index of
-// the first wrong byte or -1, OPENS -> IPC handles of other processes open here.
+// the first wrong byte or -1, REREG 0 0 0 -> 0 after registering the cuMemAlloc buffer
+// again (a new registration in the MR slot the old one freed).
 #include <cinttypes>
 #include <cstdio>
 #include <cstring>
@@ -47,6 +48,10 @@ int main(int argc, char** argv) {
       std::printf("0\n");
     } else if (std::strcmp(cmd, "CHECK") == 0) {
       std::printf("%ld\n", tent::testing::checkPattern(reinterpret_cast<void*>(addr), len, seed));
+    } else if (std::strcmp(cmd, "REREG") == 0) {
+      const bool ok = (*engine)->unregisterLocalMemory(legacy).ok() &&
+                      (*engine)->registerLocalMemory(legacy, size).ok();
+      std::printf("%d\n", ok ? 0 : 1);
     } else {
       break;
     }
