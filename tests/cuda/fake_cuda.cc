@@ -284,161 +284,6 @@ CUresult ipcClose(CUdeviceptr ptr) {
   return CUDA_SUCCESS;
 }
 
-// ---- virtual memory management -------------------------------------------------------
-
-CUresult granularity(size_t* out, const CUmemAllocationProp*, int) {
-  *out = fake().options().granularity;
-  return CUDA_SUCCESS;
-}
-
-CUresult memCreate(CUmemGenericAllocationHandle* out, size_t size, const CUmemAllocationProp* prop,
-                   unsigned long long) {
-  COUNT("cuMemCreate");
-  if (fake().fail_alloc.load() != CUDA_SUCCESS) return fake().fail_alloc.load();
-  const FakeGpuSpec* g = gpuSpec(prop->location.id);
-  if (!g || size == 0 || size % fake().options().granularity != 0) return CUDA_ERROR_INVALID_VALUE;
-  if ((prop->requestedHandleTypes & CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR) && !g->posix_fd)
-    return CUDA_ERROR_NOT_SUPPORTED;
-  if (prop->allocFlags.gpuDirectRDMACapable && !(g->gdr && g->vmm)) return CUDA_ERROR_NOT_SUPPORTED;
-  FakeCuda::Physical p;
-  p.gpu = prop->location.id;
-  p.size = size;
-  p.memfd = newMemfd(size);
-  p.handle_types = prop->requestedHandleTypes;
-  p.refs = 1;
-  *out = st().next_handle++;
-  st().physical[*out] = p;
-  return CUDA_SUCCESS;
-}
-
-CUresult memRelease(CUmemGenericAllocationHandle h) {
-  COUNT("cuMemRelease");
-  if (!st().physical.count(h)) return CUDA_ERROR_INVALID_VALUE;
-  st().releasePhysicalLocked(h);
-  return CUDA_SUCCESS;
-}
-
-CUresult addressReserve(CUdeviceptr* out, size_t size, size_t align, CUdeviceptr,
-                        unsigned long long) {
-  COUNT("cuMemAddressReserve");
-  if (align == 0) align = fake().options().granularity;
-  void* raw =
-      mmap(nullptr, size + align, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-  if (raw == MAP_FAILED) return CUDA_ERROR_OUT_OF_MEMORY;
-  const auto begin = reinterpret_cast<uint64_t>(raw);
-  const uint64_t base = (begin + align - 1) / align * align;
-  if (base > begin) munmap(raw, base - begin);
-  if (begin + size + align > base + size)
-    munmap(reinterpret_cast<void*>(base + size), begin + size + align - base - size);
-  st().reservations[base] = size;
-  *out = base;
-  return CUDA_SUCCESS;
-}
-
-CUresult addressFree(CUdeviceptr ptr, size_t size) {
-  COUNT("cuMemAddressFree");
-  auto it = st().reservations.find(ptr);
-  if (it == st().reservations.end() || it->second != size) return CUDA_ERROR_INVALID_VALUE;
-  munmap(reinterpret_cast<void*>(ptr), size);
-  st().reservations.erase(it);
-  return CUDA_SUCCESS;
-}
-
-CUresult memMap(CUdeviceptr ptr, size_t size, size_t offset, CUmemGenericAllocationHandle h,
-                unsigned long long) {
-  COUNT("cuMemMap");
-  auto p = st().physical.find(h);
-  if (p == st().physical.end() || offset + size > p->second.size) return CUDA_ERROR_INVALID_VALUE;
-  bool reserved = false;
-  for (const auto& [base, len] : st().reservations)
-    reserved = reserved || (ptr >= base && ptr + size <= base + len);
-  if (!reserved || st().findLocked(ptr)) return CUDA_ERROR_INVALID_VALUE;
-  void* m = mmap(reinterpret_cast<void*>(ptr), size, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED,
-                 p->second.memfd, static_cast<off_t>(offset));
-  if (m == MAP_FAILED) die("mmap (cuMemMap)");
-  ++p->second.refs;
-  FakeCuda::Region r;
-  r.base = ptr;
-  r.size = size;
-  r.gpu = p->second.gpu;
-  r.kind = FakeCuda::Region::Kind::kVmm;
-  r.phys = h;
-  r.id = st().next_id++;
-  st().regions[ptr] = r;
-  return CUDA_SUCCESS;
-}
-
-CUresult memUnmap(CUdeviceptr ptr, size_t size) {
-  COUNT("cuMemUnmap");
-  auto it = st().regions.find(ptr);
-  if (it == st().regions.end() || it->second.kind != FakeCuda::Region::Kind::kVmm ||
-      it->second.size != size)
-    return CUDA_ERROR_INVALID_VALUE;
-  mmap(reinterpret_cast<void*>(ptr), size, PROT_NONE,
-       MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED | MAP_NORESERVE, -1, 0);
-  const CUmemGenericAllocationHandle h = it->second.phys;
-  st().regions.erase(it);
-  st().releasePhysicalLocked(h);
-  return CUDA_SUCCESS;
-}
-
-CUresult setAccess(CUdeviceptr ptr, size_t, const CUmemAccessDesc* desc, size_t count) {
-  COUNT("cuMemSetAccess");
-  if (count == 0 || desc == nullptr || !st().findLocked(ptr)) return CUDA_ERROR_INVALID_VALUE;
-  return CUDA_SUCCESS;
-}
-
-CUresult retainHandle(CUmemGenericAllocationHandle* out, void* addr) {
-  COUNT("cuMemRetainAllocationHandle");
-  const FakeCuda::Region* r = st().findLocked(reinterpret_cast<uint64_t>(addr));
-  if (!r || r->kind != FakeCuda::Region::Kind::kVmm) return CUDA_ERROR_INVALID_VALUE;
-  ++st().physical[r->phys].refs;
-  *out = r->phys;
-  return CUDA_SUCCESS;
-}
-
-CUresult exportHandle(void* out, CUmemGenericAllocationHandle h, int type, unsigned long long) {
-  COUNT("cuMemExportToShareableHandle");
-  auto p = st().physical.find(h);
-  if (p == st().physical.end() || type != CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR ||
-      !(p->second.handle_types & CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR))
-    return CUDA_ERROR_INVALID_VALUE;
-  *static_cast<int*>(out) = fcntl(p->second.memfd, F_DUPFD_CLOEXEC, 0);
-  return CUDA_SUCCESS;
-}
-
-CUresult importHandle(CUmemGenericAllocationHandle* out, void* shareable, int type) {
-  COUNT("cuMemImportFromShareableHandle");
-  const int fd = static_cast<int>(reinterpret_cast<intptr_t>(shareable));
-  struct stat sb {};
-  if (type != CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR || fstat(fd, &sb) != 0)
-    return CUDA_ERROR_INVALID_VALUE;
-  FakeCuda::Physical p;
-  p.size = static_cast<size_t>(sb.st_size);
-  p.memfd = fcntl(fd, F_DUPFD_CLOEXEC, 0);
-  p.handle_types = CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR;
-  p.refs = 1;
-  *out = st().next_handle++;
-  st().physical[*out] = p;
-  return CUDA_SUCCESS;
-}
-
-CUresult dmabufHandle(void* out, CUdeviceptr ptr, size_t size, int type, unsigned long long) {
-  COUNT("cuMemGetHandleForAddressRange");
-  if (fake().fail_dmabuf.load() != CUDA_SUCCESS) return fake().fail_dmabuf.load();
-  const FakeCuda::Region* r = st().findLocked(ptr);
-  const long page = sysconf(_SC_PAGESIZE);
-  if (!r || type != CU_MEM_RANGE_HANDLE_TYPE_DMA_BUF_FD || ptr % page != 0 || size % page != 0 ||
-      size == 0 || ptr + size > r->base + r->size)
-    return CUDA_ERROR_INVALID_VALUE;
-  if (!gpuSpec(r->gpu)->dma_buf) return CUDA_ERROR_NOT_SUPPORTED;
-  const int src = r->kind == FakeCuda::Region::Kind::kVmm ? st().physical[r->phys].memfd : r->memfd;
-  const int fd = fcntl(src, F_DUPFD_CLOEXEC, 0);
-  st().dmabufs.push_back({ptr, size, fd});
-  *static_cast<int*>(out) = fd;
-  return CUDA_SUCCESS;
-}
-
 #undef COUNT
 
 }  // namespace
@@ -493,20 +338,7 @@ FakeCuda::FakeCuda(FakeCudaOptions options) : options_(std::move(options)), stat
   t.cuIpcGetMemHandle = ipcGet;
   t.cuIpcOpenMemHandle = ipcOpen;
   t.cuIpcCloseMemHandle = ipcClose;
-  if (options_.vmm_entries) {
-    t.cuMemGetAllocationGranularity = granularity;
-    t.cuMemCreate = memCreate;
-    t.cuMemRelease = memRelease;
-    t.cuMemAddressReserve = addressReserve;
-    t.cuMemAddressFree = addressFree;
-    t.cuMemMap = memMap;
-    t.cuMemUnmap = memUnmap;
-    t.cuMemSetAccess = setAccess;
-    t.cuMemRetainAllocationHandle = retainHandle;
-    t.cuMemExportToShareableHandle = exportHandle;
-    t.cuMemImportFromShareableHandle = importHandle;
-  }
-  if (options_.dmabuf_entry) t.cuMemGetHandleForAddressRange = dmabufHandle;
+  fillVmmEntries(t, options_.vmm_entries, options_.dmabuf_entry);
   fillStreamEntries(t);
   setDriverOverride(&table_);
 }
@@ -547,8 +379,11 @@ void* FakeCuda::appVmm(int gpu, const std::vector<size_t>& chunks, bool exportab
   }
   size_t total = 0;
   for (size_t c : chunks) total += c;
+  const CudaDriver& t = table_;
+  if (t.cuMemCreate == nullptr) die("appVmm with vmm_entries off");
   CUdeviceptr base = 0;
-  if (addressReserve(&base, total, options_.granularity, 0, 0) != CUDA_SUCCESS) die("appVmm");
+  if (t.cuMemAddressReserve(&base, total, options_.granularity, 0, 0) != CUDA_SUCCESS)
+    die("appVmm");
   CUmemAllocationProp prop{};
   prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
   prop.requestedHandleTypes = exportable ? CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR : 0;
@@ -556,9 +391,10 @@ void* FakeCuda::appVmm(int gpu, const std::vector<size_t>& chunks, bool exportab
   uint64_t at = base;
   for (size_t c : chunks) {
     CUmemGenericAllocationHandle h = 0;
-    if (memCreate(&h, c, &prop, 0) != CUDA_SUCCESS || memMap(at, c, 0, h, 0) != CUDA_SUCCESS)
+    if (t.cuMemCreate(&h, c, &prop, 0) != CUDA_SUCCESS ||
+        t.cuMemMap(at, c, 0, h, 0) != CUDA_SUCCESS)
       die("appVmm chunk (sizes must be multiples of the granularity)");
-    (void)memRelease(h);
+    (void)t.cuMemRelease(h);
     at += c;
   }
   return reinterpret_cast<void*>(base);
@@ -577,10 +413,10 @@ void FakeCuda::appVmmFree(void* ptr) {
       std::lock_guard<std::mutex> lock(state_->mu);
       size = state_->regions.at(at).size;
     }
-    (void)memUnmap(at, size);
+    (void)table_.cuMemUnmap(at, size);
     at += size;
   }
-  (void)addressFree(base, total);
+  (void)table_.cuMemAddressFree(base, total);
 }
 
 std::vector<FakeCuda::Copy> FakeCuda::copies() {

@@ -62,6 +62,8 @@ struct FakeCuda::State {
 FakeCuda& fake();
 // Fills the stream, copy, event and context entries (fake_cuda_streams.cc).
 void fillStreamEntries(CudaDriver& table);
+// Fills the VMM entries (when `vmm`) and the dma-buf export (when `dmabuf`) (fake_cuda_vmm.cc).
+void fillVmmEntries(CudaDriver& table, bool vmm, bool dmabuf);
 // The GPU of the calling thread's current context, -1 without one. Under State::mu.
 int currentGpuLocked();
 
