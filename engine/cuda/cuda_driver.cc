@@ -1,5 +1,5 @@
 // Loading libcuda.so.1 and filling the driver table (cuda_driver.h).
-#include "engine/cuda/cuda_driver.h"
+#include "cuda/cuda_driver.h"
 
 #include <dlfcn.h>
 

@@ -8,7 +8,7 @@
 #include <memory>
 #include <string>
 
-#include "engine/cuda/cuda_api.h"
+#include "cuda/cuda_api.h"
 #include "tent/status.h"
 
 namespace tent::cuda {

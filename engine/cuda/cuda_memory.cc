@@ -1,12 +1,12 @@
 // GPU memory through the driver table (cuda_memory.h).
-#include "engine/cuda/cuda_memory.h"
+#include "cuda/cuda_memory.h"
 
 #include <algorithm>
 #include <cctype>
 #include <cstdio>
 #include <cstdlib>
 
-#include "engine/cuda/cuda_driver.h"
+#include "cuda/cuda_driver.h"
 
 namespace tent::cuda {
 

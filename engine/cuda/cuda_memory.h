@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "engine/cuda/cuda_api.h"
+#include "cuda/cuda_api.h"
 #include "tent/status.h"
 
 namespace tent::cuda {

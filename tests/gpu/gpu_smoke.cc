@@ -16,8 +16,8 @@
 #include <string>
 #include <vector>
 
-#include "engine/cuda/cuda_driver.h"
-#include "engine/cuda/cuda_memory.h"
+#include "cuda/cuda_driver.h"
+#include "cuda/cuda_memory.h"
 #include "tent/transfer_engine.h"
 
 namespace {

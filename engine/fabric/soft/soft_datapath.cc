@@ -8,8 +8,8 @@
 #include <cstdlib>
 #include <cstring>
 
-#include "engine/fabric/soft/soft_copy.h"
-#include "engine/fabric/soft/soft_internal.h"
+#include "fabric/soft/soft_copy.h"
+#include "fabric/soft/soft_internal.h"
 
 namespace tent::fabric::soft {
 

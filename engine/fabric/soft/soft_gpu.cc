@@ -2,7 +2,7 @@
 // sharing it, opening a peer's, and the per-QP copy lanes. Everything here is the
 // slow path: registration, or the first WR of a QP or of a peer's registration
 // (the soft NIC's translation-cache miss), never the steady state of a WR.
-#include "engine/fabric/soft/soft_gpu.h"
+#include "fabric/soft/soft_gpu.h"
 
 #include <sys/syscall.h>
 #include <sys/uio.h>
@@ -12,9 +12,9 @@
 #include <cerrno>
 #include <cstring>
 
-#include "engine/cuda/cuda_driver.h"
-#include "engine/cuda/cuda_memory.h"
-#include "engine/fabric/soft/soft_internal.h"
+#include "cuda/cuda_driver.h"
+#include "cuda/cuda_memory.h"
+#include "fabric/soft/soft_internal.h"
 #include "tent/log.h"
 
 namespace tent::fabric::soft {

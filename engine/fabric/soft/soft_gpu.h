@@ -19,8 +19,8 @@
 #include <atomic>
 #include <cstdint>
 
-#include "engine/cuda/cuda_api.h"
-#include "engine/fabric/fabric.h"
+#include "cuda/cuda_api.h"
+#include "fabric/fabric.h"
 
 namespace tent::fabric::soft {
 

@@ -3,8 +3,8 @@
 // No allocation; the driver calls are the NIC's DMA engine here.
 #include <sys/uio.h>
 
-#include "engine/fabric/soft/soft_gpu.h"
-#include "engine/fabric/soft/soft_internal.h"
+#include "fabric/soft/soft_gpu.h"
+#include "fabric/soft/soft_internal.h"
 
 namespace tent::fabric::soft {
 

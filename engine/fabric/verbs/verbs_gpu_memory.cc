@@ -8,9 +8,9 @@
 #include <cstdio>
 #include <cstring>
 
-#include "engine/cuda/cuda_driver.h"
-#include "engine/cuda/cuda_memory.h"
-#include "engine/fabric/verbs/verbs_objects.h"
+#include "cuda/cuda_driver.h"
+#include "cuda/cuda_memory.h"
+#include "fabric/verbs/verbs_objects.h"
 #include "tent/log.h"
 
 namespace tent::fabric::verbs {
