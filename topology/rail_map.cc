@@ -83,6 +83,7 @@ RailMap RailMap::build(const std::vector<RailDevice>& devices, const Topology& t
 
   map.names_.assign(1, "*");
   map.ranked_.assign(1, rankDevices(order, [](uint32_t) { return 0; }));
+  map.location_numa_.assign(1, -1);
 
   // cpu:N for every NUMA node of the machine, and for nodes only a configured device names
   // (soft devices placed on a NUMA node this machine does not have).
@@ -92,6 +93,7 @@ RailMap RailMap::build(const std::vector<RailDevice>& devices, const Topology& t
     if (d.numa_node >= 0) nodes.insert(d.numa_node);
   for (int node : nodes) {
     map.names_.push_back("cpu:" + std::to_string(node));
+    map.location_numa_.push_back(node);
     map.ranked_.push_back(
         rankDevices(order, [&](uint32_t i) { return devs[i].numa_node == node ? 0 : 2; }));
   }
@@ -99,6 +101,8 @@ RailMap RailMap::build(const std::vector<RailDevice>& devices, const Topology& t
   const auto& gpus = topology.gpus();
   for (size_t g = 0; g < gpus.size(); ++g) {
     map.names_.push_back("cuda:" + std::to_string(g));
+    map.location_numa_.push_back(gpus[g].numa_node);
+    map.gpu_pcis_.push_back(lowerCase(gpus[g].pci));
     map.ranked_.push_back(rankDevices(order, [&](uint32_t i) {
       if (underSameSwitch(gpus[g].pcie_path, devs[i].pcie_path)) return 0;
       bool same_numa = gpus[g].numa_node >= 0 && devs[i].numa_node == gpus[g].numa_node;
@@ -119,6 +123,19 @@ LocationId RailMap::locationId(std::string_view location) const {
 
 std::vector<int> RailMap::cpusNearDevice(uint32_t index) const {
   return index < device_cpus_.size() ? device_cpus_[index] : std::vector<int>{};
+}
+
+std::string RailMap::gpuLocationForPci(std::string_view pci) const {
+  const std::string want = lowerCase(std::string(pci));
+  for (size_t k = 0; k < gpu_pcis_.size(); ++k)
+    if (!want.empty() && gpu_pcis_[k] == want) return "cuda:" + std::to_string(k);
+  return "";
+}
+
+bool RailMap::acrossSockets(LocationId id, uint32_t index) const {
+  if (id >= location_numa_.size() || index >= devices_.size()) return false;
+  const int memory = location_numa_[id], device = devices_[index].numa_node;
+  return memory >= 0 && device >= 0 && memory != device;
 }
 
 }  // namespace tent::topology

@@ -57,12 +57,21 @@ class RailMap {
   // For lcore placement: CPUs on the device's NUMA node (empty when unknown).
   std::vector<int> cpusNearDevice(uint32_t index) const;
 
+  // The location of the topology GPU at PCI address `pci` ("cuda:K"), or "" when the
+  // topology has no such GPU. CUDA's own device numbers need not be the topology's.
+  std::string gpuLocationForPci(std::string_view pci) const;
+  // True when device `index` and the memory at `id` are on different NUMA nodes, both
+  // known: a NIC there reaches that memory across the inter-socket link.
+  bool acrossSockets(LocationId id, uint32_t index) const;
+
  private:
   std::vector<RailDevice> devices_;
   // A default-constructed map has the one location "*" with no device.
   std::vector<std::string> names_{"*"};
   std::vector<RankedDevices> ranked_ = std::vector<RankedDevices>(1);
   std::vector<std::vector<int>> device_cpus_;
+  std::vector<int> location_numa_ = std::vector<int>(1, -1);  // per location, -1 unknown
+  std::vector<std::string> gpu_pcis_;                         // cuda:K = gpu_pcis_[K]
 };
 
 // A registered buffer and the locations of its parts (a buffer may span NUMA nodes).

@@ -44,12 +44,19 @@ Result<std::unique_ptr<TransferEngineImpl>> TransferEngineImpl::create(
 TransferEngineImpl::~TransferEngineImpl() {
   metrics_.reset();    // no scrape reads the engine from here on
   transport_.reset();  // stops pollers and the control thread before memory goes
-  for (auto& [addr, length] : allocations_) (void)provider_->freeMemory(addr, length);
+  for (auto& [addr, a] : allocations_) (void)release(addr, a);
+}
+
+Status TransferEngineImpl::release(void* addr, const Allocation& a) {
+  return a.on_gpu ? cuda::freeDevice(a.gpu) : provider_->freeMemory(addr, a.length);
 }
 
 Result<void*> TransferEngineImpl::allocateLocalMemory(size_t length, const Location& location,
                                                       MemoryAccess access) {
   if (length == 0) return Status::InvalidArgument("allocate: zero length");
+  auto gpu = cuda::parseCudaLocation(location);
+  if (!gpu.ok()) return gpu.status().withContext("allocate");
+  if (*gpu >= 0) return allocateDeviceMemory(length, *gpu, location, access);
   int numa = -1;
   if (location.rfind("cpu:", 0) == 0) numa = std::atoi(location.c_str() + 4);
   auto mem = provider_->allocateMemory(length, numa);
@@ -60,22 +67,38 @@ Result<void*> TransferEngineImpl::allocateLocalMemory(size_t length, const Locat
     return s;
   }
   std::lock_guard<std::mutex> lock(alloc_mu_);
-  allocations_[*mem] = length;
+  allocations_[*mem] = Allocation{length, false, {}};
   return *mem;
 }
 
+// cuda:N is device memory of GPU N or an error: never host memory in its place.
+Result<void*> TransferEngineImpl::allocateDeviceMemory(size_t length, int gpu,
+                                                       const Location& location,
+                                                       MemoryAccess access) {
+  auto mem = cuda::allocateDevice(gpu, length);
+  if (!mem.ok()) return mem.status().withContext("allocate " + location);
+  Status s = transport_->registerBuffer(mem->ptr, length, location, true, access);
+  if (!s.ok()) {
+    (void)cuda::freeDevice(*mem);
+    return s;
+  }
+  std::lock_guard<std::mutex> lock(alloc_mu_);
+  allocations_[mem->ptr] = Allocation{length, true, *mem};
+  return mem->ptr;
+}
+
 Status TransferEngineImpl::freeLocalMemory(void* addr) {
-  size_t length = 0;
+  Allocation a;
   {
     std::lock_guard<std::mutex> lock(alloc_mu_);
     auto it = allocations_.find(addr);
     if (it == allocations_.end())
       return Status::NotFound("free: memory was not allocated by allocateLocalMemory");
-    length = it->second;
+    a = it->second;
     allocations_.erase(it);
   }
   (void)transport_->unregisterBuffer(addr);
-  return provider_->freeMemory(addr, length);
+  return release(addr, a);
 }
 
 Status TransferEngineImpl::registerLocalMemory(void* addr, size_t length, const Location& location,

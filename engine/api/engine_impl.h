@@ -11,6 +11,7 @@
 #include "api/batch_table.h"
 #include "config/config.h"
 #include "api/batch_table.h"
+#include "cuda/cuda_memory.h"
 #include "fabric/fabric.h"
 #include "metrics/exporter.h"
 #include "model/rdma_task.h"
@@ -63,6 +64,8 @@ class TransferEngineImpl final : public TransferEngine {
 
  private:
   TransferEngineImpl() = default;
+  Result<void*> allocateDeviceMemory(size_t length, int gpu, const Location& location,
+                                     MemoryAccess access);
 
   std::shared_ptr<const config::Config> config_;
   std::unique_ptr<topology::Topology> topology_;
@@ -72,8 +75,15 @@ class TransferEngineImpl final : public TransferEngine {
   std::unique_ptr<metrics::Exporter> metrics_;  // reads stats(): stopped before the transport
 
   BatchTable batches_;  // destroyed before the transport (slices reference tasks)
+  // Engine-allocated memory: host memory of the provider, or device memory of a GPU.
+  struct Allocation {
+    size_t length = 0;
+    bool on_gpu = false;
+    cuda::DeviceAllocation gpu;  // when on_gpu
+  };
+  Status release(void* addr, const Allocation& a);
   std::mutex alloc_mu_;
-  std::map<void*, size_t> allocations_;  // engine-allocated memory
+  std::map<void*, Allocation> allocations_;
 };
 
 }  // namespace tent

@@ -60,7 +60,7 @@ bool DatapathContext::routeSlice(RdmaSlice& s, uint64_t now) const noexcept {
   const auto& region = regionAt(tb, s.target_addr);
   int peer = choosePeerDevice(task.peer->same_name, local, region.rank0,
                               static_cast<uint32_t>(task.peer->descriptor.devices.size()),
-                              s.rr_hint + s.retries);
+                              s.rr_hint + s.retries, tb.rkeys);
   if (peer < 0) return false;
   s.local_device = static_cast<uint16_t>(local);
   s.peer_device = static_cast<uint16_t>(peer);

@@ -102,7 +102,8 @@ DirectDecline DirectPath::plan_(RdmaTask& task, uint64_t now, DirectPlan& plan) 
     const auto& region = regionAt(tb, task.request.target_offset + off);
     int peer =
         choosePeerDevice(task.peer->same_name, local, region.rank0,
-                         static_cast<uint32_t>(task.peer->descriptor.devices.size()), start + p);
+                         static_cast<uint32_t>(task.peer->descriptor.devices.size()), start + p,
+                         tb.rkeys);
     if (peer < 0) return DirectDecline::kUnresolvable;
     RdmaEndPoint* ep =
         getEndpointForContextIndex(local, task.request.target_id, static_cast<uint32_t>(peer), now);

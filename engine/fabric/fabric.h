@@ -14,6 +14,10 @@
 
 #include "tent/status.h"
 
+namespace tent::cuda {
+struct PointerInfo;
+}
+
 namespace tent::fabric {
 
 // Completion status codes, named after their ibv_wc_status counterparts.
@@ -179,6 +183,15 @@ class Device {
   virtual PortIdentity portIdentity() const = 0;
   virtual Result<std::unique_ptr<MemoryRegion>> registerMemory(void* addr, size_t length,
                                                                uint32_t access) = 0;
+  // Registers device memory of one GPU: [addr, addr+length) lies inside the one physical
+  // allocation `gpu` describes (cuda::chunksOf splits larger ranges). docs/gpu.md says
+  // what each provider does with it.
+  virtual Result<std::unique_ptr<MemoryRegion>> registerGpuMemory(void* addr, size_t length,
+                                                                  uint32_t access,
+                                                                  const cuda::PointerInfo& gpu) {
+    (void)addr, (void)length, (void)access, (void)gpu;
+    return Status::NotSupported("this device cannot register GPU memory");
+  }
   virtual Result<std::unique_ptr<CompletionQueue>> createCq(uint32_t depth) = 0;
   virtual Result<std::unique_ptr<QueuePair>> createQp(const QpInitAttr& attr) = 0;
   virtual PortCounters counters() const noexcept = 0;

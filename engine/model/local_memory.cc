@@ -6,6 +6,7 @@
 #include <algorithm>
 
 #include "base/ebr.h"
+#include "cuda/cuda_driver.h"
 #include "model/rdma_context.h"
 #include "model/slicing.h"
 
@@ -97,16 +98,17 @@ void LocalMemory::setIdentity(std::string segment_name, uint64_t instance) {
   instance_ = instance;
 }
 
-Status LocalMemory::registerBuffer(void* addr, size_t length, const Location& location,
-                                   bool engine_allocated, MemoryAccess access) {
-  if (!addr || length == 0) return Status::InvalidArgument("register: null address or zero length");
-  if (!validAccess(access)) return Status::InvalidArgument("register: unknown memory access mode");
+Result<std::shared_ptr<LocalBuffer>> LocalMemory::makeHostBuffer(void* addr, size_t length,
+                                                                 const Location& location,
+                                                                 bool engine_allocated,
+                                                                 uint32_t access) const {
   auto b = std::make_shared<LocalBuffer>();
   b->addr = reinterpret_cast<uint64_t>(addr);
   b->length = length;
+  b->group = b->addr;
   b->engine_allocated = engine_allocated;
   for (RdmaContext* ctx : contexts_) {
-    auto mr = ctx->device().registerMemory(addr, length, fabricAccess(access));
+    auto mr = ctx->device().registerMemory(addr, length, access);
     if (!mr.ok()) return mr.status().withContext("register memory on " + ctx->name());
     b->lkeys.push_back((*mr)->lkey());
     b->rkeys.push_back((*mr)->rkey());
@@ -120,16 +122,57 @@ Status LocalMemory::registerBuffer(void* addr, size_t length, const Location& lo
     b->layout.regions.push_back({b->addr, length, rails_.locationId(location)});
     b->region_locations.push_back(location);
   }
+  return b;
+}
+
+Status LocalMemory::registerBuffer(void* addr, size_t length, const Location& location,
+                                   bool engine_allocated, MemoryAccess access) {
+  if (!addr || length == 0) return Status::InvalidArgument("register: null address or zero length");
+  if (!validAccess(access)) return Status::InvalidArgument("register: unknown memory access mode");
+  auto want_gpu = cuda::parseCudaLocation(location);
+  if (!want_gpu.ok()) return want_gpu.status().withContext("register");
+  // What the memory is, from the CUDA driver when this process has CUDA loaded.
+  auto pieces = cuda::chunksOf(addr, length);
+  if (!pieces.ok()) return pieces.status().withContext("register");
+  const cuda::PointerInfo& first = pieces->front().info;
+  if (first.kind == cuda::MemoryKind::kManaged)
+    return Status::InvalidArgument(
+        "register: CUDA managed memory is not supported (it migrates between host and GPU, "
+        "and no NIC can pin it); register device or host memory");
+  std::vector<std::shared_ptr<LocalBuffer>> buffers;
+  if (first.kind == cuda::MemoryKind::kHost) {
+    if (*want_gpu >= 0)
+      return Status::InvalidArgument("register: location " + location +
+                                     " names a GPU, but the memory is host memory" +
+                                     (cuda::driverIfLoaded() ? "" : " (CUDA is not loaded here)"));
+    TENT_ASSIGN_OR_RETURN(
+        auto b, makeHostBuffer(addr, length, location, engine_allocated, fabricAccess(access)));
+    buffers.push_back(std::move(b));
+  } else {
+    for (const cuda::Chunk& piece : *pieces)
+      if (*want_gpu >= 0 && piece.info.device != *want_gpu)
+        return Status::InvalidArgument(
+            "register: location " + location +
+            " given, but the memory is on cuda:" + std::to_string(piece.info.device));
+    TENT_RETURN_IF_ERROR(makeGpuBuffers(*pieces, reinterpret_cast<uint64_t>(addr), engine_allocated,
+                                        fabricAccess(access), &buffers));
+  }
+  return publishBuffers(std::move(buffers));
+}
+
+Status LocalMemory::publishBuffers(std::vector<std::shared_ptr<LocalBuffer>> buffers) {
   {
     std::lock_guard<std::mutex> lock(mu_);
     auto table = std::make_shared<LocalBufferTable>(*view_.load(std::memory_order_relaxed)->table);
-    for (const auto& other : table->buffers)
-      if (b->addr < other->addr + other->length && other->addr < b->addr + length)
-        return Status::AlreadyExists("register: range overlaps a registered buffer");
-    auto pos = std::upper_bound(table->buffers.begin(), table->buffers.end(), b->addr,
-                                [](uint64_t a, const auto& x) { return a < x->addr; });
-    table->layouts.insert(table->layouts.begin() + (pos - table->buffers.begin()), b->layout);
-    table->buffers.insert(pos, std::move(b));
+    for (auto& b : buffers) {
+      for (const auto& other : table->buffers)
+        if (b->addr < other->addr + other->length && other->addr < b->addr + b->length)
+          return Status::AlreadyExists("register: range overlaps a registered buffer");
+      auto pos = std::upper_bound(table->buffers.begin(), table->buffers.end(), b->addr,
+                                  [](uint64_t a, const auto& x) { return a < x->addr; });
+      table->layouts.insert(table->layouts.begin() + (pos - table->buffers.begin()), b->layout);
+      table->buffers.insert(pos, std::move(b));
+    }
     table->version = ++version_;
     publishLocked(std::move(table));
   }
@@ -141,13 +184,15 @@ Status LocalMemory::unregisterBuffer(void* addr) {
   {
     std::lock_guard<std::mutex> lock(mu_);
     auto table = std::make_shared<LocalBufferTable>(*view_.load(std::memory_order_relaxed)->table);
-    auto it = std::find_if(table->buffers.begin(), table->buffers.end(), [&](const auto& b) {
-      return b->addr == reinterpret_cast<uint64_t>(addr);
-    });
-    if (it == table->buffers.end())
-      return Status::NotFound("unregister: no buffer registered at this address");
-    table->layouts.erase(table->layouts.begin() + (it - table->buffers.begin()));
-    table->buffers.erase(it);
+    const auto group = reinterpret_cast<uint64_t>(addr);
+    size_t removed = 0;
+    for (size_t i = table->buffers.size(); i-- > 0;) {
+      if (table->buffers[i]->group != group) continue;
+      table->layouts.erase(table->layouts.begin() + static_cast<std::ptrdiff_t>(i));
+      table->buffers.erase(table->buffers.begin() + static_cast<std::ptrdiff_t>(i));
+      ++removed;
+    }
+    if (removed == 0) return Status::NotFound("unregister: no buffer registered at this address");
     table->version = ++version_;
     publishLocked(std::move(table));
   }
@@ -168,7 +213,7 @@ metadata::SegmentDescriptor LocalMemory::buildDescriptor(const LocalBufferTable&
     metadata::BufferDescriptor bd{b->addr, b->length, {}, b->rkeys};
     for (size_t i = 0; i < b->layout.regions.size(); ++i) {
       const auto& r = b->layout.regions[i];
-      size_t n = rails_.preferred(r.location, ~0ull, ranked, kMaxDevices);
+      size_t n = rails_.preferred(r.location, b->device_mask, ranked, kMaxDevices);
       metadata::RegionDescriptor rd{r.addr, r.length, b->region_locations[i], {}};
       for (size_t k = 0; k < n; ++k) rd.rank0.push_back(static_cast<uint16_t>(ranked[k]));
       bd.regions.push_back(std::move(rd));

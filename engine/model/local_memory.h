@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "cuda/cuda_memory.h"
 #include "wire/segment_descriptor.h"
 #include "model/segments.h"
 #include "tent/transfer_engine.h"
@@ -39,8 +40,11 @@ class LocalMemory {
   // Called after every change, outside the lock (the control plane pushes descriptors).
   void onChange(std::function<void()> fn) { on_change_ = std::move(fn); }
 
+  // Host memory is one buffer. Device memory (location "*" finds it, "cuda:N" must match
+  // it) is one buffer per physical allocation, on the devices that can reach its GPU.
   Status registerBuffer(void* addr, size_t length, const Location& location, bool engine_allocated,
                         MemoryAccess access);
+  // Unregisters every buffer registered at `addr`.
   Status unregisterBuffer(void* addr);
   ~LocalMemory();
   LocalMemory(const LocalMemory&) = delete;
@@ -59,6 +63,21 @@ class LocalMemory {
 
  private:
   metadata::SegmentDescriptor buildDescriptor(const LocalBufferTable& table) const;
+  Result<std::shared_ptr<LocalBuffer>> makeHostBuffer(void* addr, size_t length,
+                                                      const Location& location,
+                                                      bool engine_allocated, uint32_t access) const;
+  // GPU memory (local_gpu_memory.cc).
+  struct GpuPlace {
+    std::string name;             // "cuda:K" of the rail map, or "cuda:<ordinal>"
+    topology::LocationId id = 0;  // kAnyLocation when the topology does not know the GPU
+  };
+  GpuPlace placeGpu(int ordinal) const;
+  Result<std::shared_ptr<LocalBuffer>> makeGpuBuffer(const cuda::Chunk& piece, uint64_t group,
+                                                     bool engine_allocated, uint32_t access) const;
+  Status makeGpuBuffers(const std::vector<cuda::Chunk>& pieces, uint64_t group,
+                        bool engine_allocated, uint32_t access,
+                        std::vector<std::shared_ptr<LocalBuffer>>* out) const;
+  Status publishBuffers(std::vector<std::shared_ptr<LocalBuffer>> buffers);
 
   std::vector<RdmaContext*> contexts_;
   const topology::RailMap& rails_;

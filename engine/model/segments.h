@@ -19,7 +19,14 @@ namespace tent::rdma {
 struct LocalBuffer {
   uint64_t addr = 0;
   uint64_t length = 0;
+  // The address the caller registered: GPU memory made of several physical
+  // allocations is one buffer per allocation, all unregistered together.
+  uint64_t group = 0;
   bool engine_allocated = false;
+  int gpu_device = -1;  // CUDA ordinal of device memory; -1 for host memory
+  // Devices holding an MR of it (bit i = device i): a NIC that cannot reach the GPU
+  // has none, and its lkey and rkey are 0.
+  uint64_t device_mask = ~0ull;
   std::vector<std::unique_ptr<fabric::MemoryRegion>> mrs;  // per device index
   std::vector<uint32_t> lkeys;                             // per device index
   std::vector<uint32_t> rkeys;                             // per device index

@@ -51,11 +51,18 @@ size_t localCandidates(const topology::RailMap& rails, topology::LocationId loca
 
 int choosePeerDevice(std::span<const int> same_name, uint32_t local,
                      std::span<const uint16_t> region_rank0, uint32_t peer_device_count,
-                     uint64_t rr) noexcept {
-  if (local < same_name.size() && same_name[local] >= 0) return same_name[local];
+                     uint64_t rr, std::span<const uint32_t> rkeys) noexcept {
+  auto registered = [&](int d) {
+    return rkeys.empty() || (static_cast<size_t>(d) < rkeys.size() && rkeys[d] != 0);
+  };
+  if (local < same_name.size() && same_name[local] >= 0 && registered(same_name[local]))
+    return same_name[local];
   if (!region_rank0.empty()) return region_rank0[rr % region_rank0.size()];
-  if (peer_device_count == 0) return -1;
-  return static_cast<int>(rr % peer_device_count);
+  for (uint32_t k = 0; k < peer_device_count; ++k) {
+    const int d = static_cast<int>((rr + k) % peer_device_count);
+    if (registered(d)) return d;
+  }
+  return -1;
 }
 
 }  // namespace tent::rdma

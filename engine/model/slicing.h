@@ -32,11 +32,13 @@ size_t localCandidates(const topology::RailMap& rails, topology::LocationId loca
                        size_t max) noexcept;
 
 // The peer device for a slice on local device `local`: the peer device of the same
-// name when the target buffer has an rkey for it (`same_name[local]` >= 0), otherwise
-// round-robin by `rr` over the target region's rank-0 devices (all peer devices when
-// that list is empty). Returns -1 when the peer has no device.
+// name (`same_name[local]` >= 0) when the target buffer is registered there, otherwise
+// round-robin by `rr` over the target region's rank-0 devices (the peer devices the
+// buffer is registered on when that list is empty). `rkeys` are the target buffer's,
+// per peer device; 0 = not registered there (a NIC that cannot reach the peer's GPU),
+// empty = registered everywhere. Returns -1 when no peer device holds the buffer.
 int choosePeerDevice(std::span<const int> same_name, uint32_t local,
                      std::span<const uint16_t> region_rank0, uint32_t peer_device_count,
-                     uint64_t rr) noexcept;
+                     uint64_t rr, std::span<const uint32_t> rkeys = {}) noexcept;
 
 }  // namespace tent::rdma

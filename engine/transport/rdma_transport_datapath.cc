@@ -76,7 +76,7 @@ Status RdmaTransport::resolveRequest(const Request& req, size_t index, RdmaTask&
   task.target_buffer = static_cast<uint32_t>(tb - peer->descriptor.buffers.data());
   task.peer = std::move(peer);
   task.location = location;
-  task.device_mask = device_mask;
+  task.device_mask = device_mask & lb->device_mask;  // GPU memory: NICs that reach its GPU
   task.latency_sensitive = direct_->wantsDirect(req);
   task.priority_lane = task.latency_sensitive && datapath_->priorityLane();
   return Status::OK();

@@ -5,7 +5,9 @@
 #include <cctype>
 #include <chrono>
 #include <cmath>
+#include <cstdlib>
 #include <string>
+#include <vector>
 
 #include "binding.h"
 
@@ -33,6 +35,21 @@ void freeView(Py_buffer* view) {
   delete view;
 }
 
+// The CUDA ordinal an array object names: torch's device (type 'cuda', index), cupy's
+// device.id; -1 when it names none (host memory, or an object that does not say).
+int cudaDeviceOf(py::handle buf) {
+  if (!py::hasattr(buf, "device")) return -1;
+  py::object dev = buf.attr("device");
+  if (py::hasattr(dev, "type") && py::hasattr(dev, "index")) {  // torch.device
+    if (py::str(dev.attr("type")).cast<std::string>() != "cuda") return -1;
+    py::object index = dev.attr("index");
+    return index.is_none() ? -1 : static_cast<int>(toU64(index, "buffer.device.index"));
+  }
+  if (py::hasattr(dev, "id") && isInteger(dev.attr("id")))  // cupy.cuda.Device
+    return static_cast<int>(toU64(dev.attr("id"), "buffer.device.id"));
+  return -1;
+}
+
 Buffer fromDataPtr(py::handle buf) {
   Buffer b;
   try {
@@ -42,6 +59,47 @@ Buffer fromDataPtr(py::handle buf) {
                  toU64(buf.attr("element_size")(), "buffer.element_size()");
       b.has_length = true;
     }
+    if (py::hasattr(buf, "is_contiguous") && !buf.attr("is_contiguous")().cast<bool>())
+      raiseInvalid("buffer: not contiguous (register a contiguous tensor, e.g. .contiguous())");
+    b.cuda_device = cudaDeviceOf(buf);
+  } catch (py::error_already_set& e) {
+    rethrowAsError(e, "buffer");
+  }
+  b.owner = py::reinterpret_borrow<py::object>(buf);
+  return b;
+}
+
+// __cuda_array_interface__ (v2/v3): data = (pointer, read-only), shape, typestr ("<f4":
+// 4-byte items), strides None or C-contiguous.
+Buffer fromCudaArrayInterface(py::handle buf, bool writable) {
+  Buffer b;
+  try {
+    py::dict cai = buf.attr("__cuda_array_interface__");
+    py::tuple data = cai["data"];
+    b.addr = toU64(data[0], "__cuda_array_interface__['data'][0]");
+    if (writable && data[1].cast<bool>())
+      raiseInvalid("buffer: __cuda_array_interface__ says the memory is read-only");
+    const std::string typestr = toStr(cai["typestr"], "__cuda_array_interface__['typestr']");
+    const uint64_t item = typestr.size() > 2 ? std::strtoull(typestr.c_str() + 2, nullptr, 10) : 0;
+    if (item == 0) raiseInvalid("buffer: __cuda_array_interface__ typestr '" + typestr + "'");
+    uint64_t count = 1;
+    std::vector<uint64_t> shape;
+    for (py::handle d : py::tuple(cai["shape"])) {
+      shape.push_back(toU64(d, "__cuda_array_interface__['shape']"));
+      count *= shape.back();
+    }
+    if (cai.contains("strides") && !cai["strides"].is_none()) {
+      py::tuple strides = cai["strides"];
+      uint64_t expect = item;
+      for (size_t i = shape.size(); i-- > 0;) {
+        if (shape[i] > 1 && toU64(strides[i], "__cuda_array_interface__['strides']") != expect)
+          raiseInvalid("buffer: not C-contiguous (__cuda_array_interface__ strides)");
+        expect *= shape[i];
+      }
+    }
+    b.length = count * item;
+    b.has_length = true;
+    b.cuda_device = cudaDeviceOf(buf);
   } catch (py::error_already_set& e) {
     rethrowAsError(e, "buffer");
   }
@@ -179,9 +237,11 @@ Buffer toBuffer(py::handle buf, bool writable) {
     return b;
   }
   if (py::hasattr(buf, "data_ptr")) return fromDataPtr(buf);
+  if (py::hasattr(buf, "__cuda_array_interface__")) return fromCudaArrayInterface(buf, writable);
   if (PyObject_CheckBuffer(buf.ptr())) return fromBufferProtocol(buf, writable);
-  raiseInvalid("buffer: expected an int address, a buffer (numpy array, memoryview, bytearray) " +
-               std::string("or an object with data_ptr(), got ") + typeName(buf));
+  raiseInvalid("buffer: expected an int address, a buffer (numpy array, memoryview, bytearray), " +
+               std::string("an object with data_ptr() or __cuda_array_interface__, got ") +
+               typeName(buf));
 }
 
 U64Column toColumn(py::handle obj, const char* what, bool allow_scalar) {

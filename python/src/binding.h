@@ -53,10 +53,12 @@ uint64_t deadlineFromNowUs(py::handle deadline_us);
 // A local buffer given as an int address, a buffer-protocol object (numpy array,
 // memoryview, bytearray) or an object with data_ptr() (a torch tensor). For the
 // latter two it holds the object (and its buffer export) while it lives.
+// An object exposing __cuda_array_interface__ (cupy, numba, torch) is read from it.
 struct Buffer {
   uint64_t addr = 0;
   uint64_t length = 0;
   bool has_length = false;  // false for an int address
+  int cuda_device = -1;     // the GPU the object says it lives on (CUDA ordinal); -1: host/unknown
   py::object owner;         // the object, for data_ptr() objects
   std::shared_ptr<Py_buffer> view;
 };

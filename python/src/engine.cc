@@ -181,7 +181,9 @@ void Engine::registerMemory(py::handle buf, py::handle length, py::handle locati
   if (b.has_length && len > b.length)
     raiseInvalid("length: " + std::to_string(len) + " is more than the buffer's " +
                  std::to_string(b.length) + " bytes");
-  const std::string loc = toStr(location, "location");
+  std::string loc = toStr(location, "location");
+  // A GPU tensor says where it lives; "*" would find it too, this saves the lookup.
+  if (loc == "*" && b.cuda_device >= 0) loc = "cuda:" + std::to_string(b.cuda_device);
   const MemoryAccess acc = toAccess(access);
   void* addr = reinterpret_cast<void*>(b.addr);
   call([&](TransferEngine& e) { return e.registerLocalMemory(addr, len, loc, acc); });

@@ -96,7 +96,9 @@ void bindMemoryAndSegments(py::class_<Engine>& c) {
       .def("register_memory", &Engine::registerMemory, py::arg("buf"),
            py::arg("length") = py::none(), py::arg("location") = "*", py::arg("access") = "rw",
            "buf: an int address (length required), a writable contiguous buffer (numpy array, "
-           "memoryview, bytearray; held while registered) or an object with data_ptr(). "
+           "memoryview, bytearray; held while registered), or an object with data_ptr() or "
+           "__cuda_array_interface__ (torch, cupy; a GPU tensor registers on its GPU). "
+           "location '*': host memory by NUMA node, GPU memory by the CUDA driver. "
            "access: 'r', 'w' or 'rw' (what peers may do).")
       .def("unregister_memory", &Engine::unregisterMemory, py::arg("buf"))
       .def("open_segment", &Engine::openSegment, py::arg("name"),

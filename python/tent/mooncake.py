@@ -187,6 +187,10 @@ class TransferEngine:
 
     @_returns(-1)
     def register_memory(self, buffer_addr, capacity, location="*"):
+        """As Mooncake: ``location="*"`` finds GPU memory itself (the CUDA driver says
+        which GPU a pointer is on), so a tensor's ``data_ptr()`` registers on its GPU.
+        ``buffer_addr`` may also be the tensor itself (torch, or any object with
+        ``__cuda_array_interface__``)."""
         self._native().register_memory(buffer_addr, capacity, location)
         return 0
 

@@ -203,7 +203,7 @@ uint32_t CqCore::countDueLocked(uint64_t now, uint32_t cap) const noexcept {
   for (const SoftQp* q = pending; q != nullptr; q = q->cq_next_) {
     for (uint64_t i = q->delivered_; i < q->transmitted_; ++i) {
       const WrSlot& s = q->slot(i);
-      if (s.visible_ns > now) break;  // in order: the rest of this QP is later
+      if (s.visible_ns > now || !q->copied(s)) break;  // in order: the rest of this QP is later
       if (SoftQp::makesCqe(s) && ++n >= cap) return n;
     }
   }
@@ -216,7 +216,7 @@ SoftQp* CqCore::earliestDueLocked(uint64_t now) const noexcept {
   for (SoftQp* q = pending; q != nullptr; q = q->cq_next_) {
     if (q->delivered_ == q->transmitted_) continue;
     const uint64_t v = q->slot(q->delivered_).visible_ns;
-    if (v <= now && v < best_visible) {
+    if (v <= now && v < best_visible && q->copied(q->slot(q->delivered_))) {
       best = q;
       best_visible = v;
     }

@@ -130,7 +130,8 @@ WcStatus SoftQp::execute(const SendWr& wr, WrSlot& s, PostEffects* fx) noexcept 
   if (!d.port_up.load(std::memory_order_acquire)) return WcStatus::kRetryExceeded;
   iovec iov[kMaxSge];
   uint64_t total = 0;
-  WcStatus st = checkLocal(wr, iov, &total);
+  int local_gpu = -1;
+  WcStatus st = checkLocal(wr, iov, &total, &local_gpu);
   if (st != WcStatus::kSuccess) return st;
   s.bytes = total;
   // A dead peer or a responder QP that is not RTR/RTS never answers: a NIC retransmits
@@ -141,6 +142,7 @@ WcStatus SoftQp::execute(const SendWr& wr, WrSlot& s, PostEffects* fx) noexcept 
   st = checkRemote(wr, total, &mr);
   if (st != WcStatus::kSuccess) return st;
   if (!d.core->copy_payload) return WcStatus::kSuccess;  // a benchmark's NIC-side DMA
+  if (local_gpu >= 0 || mr.gpu_share != kGpuNone) return copyGpu(wr, iov, mr, local_gpu, s);
   st = copy(wr, iov, total, mr);
   return st == WcStatus::kRetryExceeded ? retryExceeded(s, fx) : st;  // the peer vanished
 }
@@ -173,13 +175,15 @@ WcStatus SoftQp::applyFault(const FaultHit& hit, WrSlot& s, PostEffects* fx) noe
   return WcStatus::kSuccess;
 }
 
-WcStatus SoftQp::checkLocal(const SendWr& wr, iovec* iov, uint64_t* total) const noexcept {
+WcStatus SoftQp::checkLocal(const SendWr& wr, iovec* iov, uint64_t* total,
+                            int* gpu_device) const noexcept {
   uint64_t sum = 0;
   MrSnapshot mr;
   for (uint32_t i = 0; i < wr.num_sge; ++i) {
     const Sge& g = wr.sg_list[i];
     if (i == 0 || g.lkey != mr.key) {  // consecutive SGEs usually share one region
       if (!readMr(dev_->view, g.lkey, &mr)) return WcStatus::kLocalProtection;
+      if (mr.gpu_share != kGpuNone && *gpu_device < 0) *gpu_device = mr.gpu_device;
     }
     if (!inside(mr, g.addr, g.length)) return WcStatus::kLocalProtection;
     // A READ writes into local memory: its region needs LOCAL_WRITE.

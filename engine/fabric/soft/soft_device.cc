@@ -102,8 +102,7 @@ DeviceState::~DeviceState() {
 
 // ---- memory regions ----------------------------------------------------------------
 
-Result<std::unique_ptr<MemoryRegion>> SoftDevice::registerMemory(void* addr, size_t length,
-                                                                 uint32_t access) {
+Status SoftDevice::checkRegistration(void* addr, size_t length, uint32_t access) const {
   if (addr == nullptr || length == 0) {
     return Status::InvalidArgument("soft: registerMemory needs an address and a length");
   }
@@ -113,6 +112,12 @@ Result<std::unique_ptr<MemoryRegion>> SoftDevice::registerMemory(void* addr, siz
   if ((access & kAccessRemoteWrite) && !(access & kAccessLocalWrite)) {
     return Status::InvalidArgument("soft: REMOTE_WRITE requires LOCAL_WRITE (as in verbs)");
   }
+  return Status::OK();
+}
+
+Result<std::unique_ptr<MemoryRegion>> SoftDevice::registerMemory(void* addr, size_t length,
+                                                                 uint32_t access) {
+  TENT_RETURN_IF_ERROR(checkRegistration(addr, length, access));
   // A NIC pins the pages now and fails with EFAULT; the copies would fault later.
   const bool writable = (access & (kAccessLocalWrite | kAccessRemoteWrite)) != 0;
   Status mapped = checkMappedRange(reinterpret_cast<uintptr_t>(addr), length, writable);
@@ -131,24 +136,32 @@ Result<std::unique_ptr<MemoryRegion>> SoftDevice::registerMemory(void* addr, siz
       entry.shm_length = a->length;
     }
   }
+  return publishMr(entry, nullptr, -1);
+}
+
+Result<std::unique_ptr<MemoryRegion>> SoftDevice::publishMr(MrSnapshot entry,
+                                                            const GpuExportRecord* gpu,
+                                                            int owned_fd) {
   std::lock_guard<std::mutex> g(state_->ctrl_mutex);
   if (state_->free_mrs.empty()) {
     return Status::ResourceExhausted("soft: device " + state_->info.name + " has all " +
-                                     std::to_string(core.max_mrs) + " memory regions in use");
+                                     std::to_string(state_->core->max_mrs) +
+                                     " memory regions in use");
   }
   const uint32_t slot = state_->free_mrs.back();
   state_->free_mrs.pop_back();
   uint16_t gen = ++state_->mr_generation[slot];
   if (gen == 0) gen = state_->mr_generation[slot] = 1;  // key 0 means "free"
   entry.key = uint32_t{gen} << kMrSlotBits | slot;
-  writeMr(state_->view.mrs[slot], entry);
+  writeMr(state_->view.mrs[slot], entry, gpu);
   return std::unique_ptr<MemoryRegion>(
-      std::make_unique<SoftMr>(state_, slot, addr, length, entry.key, access));
+      std::make_unique<SoftMr>(state_, slot, reinterpret_cast<void*>(entry.addr), entry.length,
+                               entry.key, entry.access, owned_fd));
 }
 
 SoftMr::SoftMr(std::shared_ptr<DeviceState> dev, uint32_t slot, void* addr, size_t length,
-               uint32_t key, uint32_t access)
-    : dev_(std::move(dev)), slot_(slot) {
+               uint32_t key, uint32_t access, int owned_fd)
+    : dev_(std::move(dev)), slot_(slot), owned_fd_(owned_fd) {
   addr_ = addr;
   length_ = length;
   lkey_ = key;
@@ -161,6 +174,8 @@ SoftMr::~SoftMr() {
   std::lock_guard<std::mutex> g(dev_->ctrl_mutex);
   clearMr(dev_->view.mrs[slot_]);
   dev_->free_mrs.push_back(slot_);
+  // A peer copies an exported descriptor only while the entry names it (soft_gpu.cc).
+  if (owned_fd_ >= 0) close(owned_fd_);
 }
 
 // ---- CQs and QPs ------------------------------------------------------------------

@@ -27,6 +27,7 @@
 
 #include "fabric/fabric.h"
 #include "fabric/soft/soft_faults.h"
+#include "fabric/soft/soft_gpu.h"
 #include "fabric/soft/soft_layout.h"
 #include "fabric/soft/soft_provider.h"
 #include "fabric/soft/soft_spinlock.h"
@@ -160,6 +161,14 @@ struct ProviderCore {
   std::mutex peers_mutex;
   std::map<std::pair<uint32_t, uint64_t>, std::weak_ptr<PeerProcess>> peers;
 
+  // Device memory (soft_gpu.cc): every QP's copy lane, and the ids of registrations
+  // shared with peers.
+  std::mutex gpu_mutex;
+  std::vector<GpuLane*> gpu_lanes;  // under gpu_mutex
+  std::atomic<uint64_t> next_gpu_export{1};
+  // Waits until no lane has a copy in flight (before a peer's mapping is closed).
+  void quiesceGpuLanes() noexcept;
+
   uint64_t now() const noexcept { return clock.now_ns ? clock.now_ns(clock.ctx) : monotonicNs(); }
   bool injectedClock() const noexcept { return clock.now_ns != nullptr; }
   // The allocation holding [addr, addr+length), if any. Caller holds mem_mutex.
@@ -171,7 +180,8 @@ struct ProviderCore {
 
 class PeerProcess {
  public:
-  static constexpr uint32_t kMaxSegments = 4096;  // shm segments mapped lazily, by id
+  static constexpr uint32_t kMaxSegments = 4096;    // shm segments mapped lazily, by id
+  static constexpr uint32_t kMaxGpuImports = 1024;  // its GPU registrations opened here
 
   PeerProcess(ProviderCore& core, uint32_t pid, uint64_t nonce);
   ~PeerProcess();
@@ -191,8 +201,13 @@ class PeerProcess {
   // (the one slow step of a first access, like a NIC's translation-cache miss).
   // nullptr when it cannot be mapped: the caller falls back to process_vm_*.
   uint8_t* segmentBase(uint32_t id, uint64_t length) noexcept;
+  // The peer's registration of device memory behind `key` (whose entry `mr` was just
+  // read from `view`), opened here on first use and kept until the registration or
+  // the peer goes away. nullptr when it cannot be opened (soft_gpu.cc).
+  const GpuImport* gpuImport(const ControlView& view, uint32_t key, const MrSnapshot& mr) noexcept;
 
  private:
+  void closeGpuImports() noexcept;
   struct Mapping {
     void* base = nullptr;
     size_t length = 0;
@@ -212,6 +227,8 @@ class PeerProcess {
   std::map<uint32_t, Mapping> devices_;  // by device index
   Spinlock map_lock_;
   std::unique_ptr<Segment[]> segments_;
+  Spinlock gpu_lock_;
+  std::unique_ptr<GpuImport[]> gpu_imports_;  // kMaxGpuImports; other processes only
 };
 
 // ---- one soft device = one port ---------------------------------------------
@@ -225,6 +242,7 @@ struct WrSlot {
   WcStatus status = WcStatus::kSuccess;
   WrOpcode opcode = WrOpcode::kRdmaWrite;
   bool signaled = true;
+  uint64_t gpu_seq = 0;  // device memory: its copies are done when the QP's lane reaches it
 };
 
 // Processor sharing over the QPs that have untransmitted WRs ("active"): each gets
@@ -291,12 +309,20 @@ class SoftDevice final : public Device {
   PortIdentity portIdentity() const override { return encodeIdentity(state_->address); }
   Result<std::unique_ptr<MemoryRegion>> registerMemory(void* addr, size_t length,
                                                        uint32_t access) override;
+  Result<std::unique_ptr<MemoryRegion>> registerGpuMemory(void* addr, size_t length,
+                                                          uint32_t access,
+                                                          const cuda::PointerInfo& gpu) override;
   Result<std::unique_ptr<CompletionQueue>> createCq(uint32_t depth) override;
   Result<std::unique_ptr<QueuePair>> createQp(const QpInitAttr& attr) override;
   PortCounters counters() const noexcept override;
   DeviceState& state() noexcept { return *state_; }
 
  private:
+  Status checkRegistration(void* addr, size_t length, uint32_t access) const;
+  // Takes an MR slot and publishes `entry` in it; the MR closes `owned_fd` (>= 0) when
+  // it goes (a descriptor exported for peers).
+  Result<std::unique_ptr<MemoryRegion>> publishMr(MrSnapshot entry, const GpuExportRecord* gpu,
+                                                  int owned_fd);
   std::shared_ptr<DeviceState> state_;
 };
 
@@ -305,12 +331,13 @@ class SoftDevice final : public Device {
 class SoftMr final : public MemoryRegion {
  public:
   SoftMr(std::shared_ptr<DeviceState> dev, uint32_t slot, void* addr, size_t length, uint32_t key,
-         uint32_t access);
+         uint32_t access, int owned_fd = -1);
   ~SoftMr() override;
 
  private:
   std::shared_ptr<DeviceState> dev_;
   uint32_t slot_;
+  int owned_fd_;  // a descriptor exported for peers, closed after the entry is cleared
 };
 
 // ---- completion queue ---------------------------------------------------------
@@ -396,9 +423,18 @@ class SoftQp final : public QueuePair {
   int postChain(const SendWr* wr, const SendWr** bad_wr) noexcept;
   WcStatus execute(const SendWr& wr, WrSlot& s, PostEffects* fx) noexcept;
   WcStatus applyFault(const FaultHit& hit, WrSlot& s, PostEffects* fx) noexcept;
-  WcStatus checkLocal(const SendWr& wr, iovec* iov, uint64_t* total) const noexcept;
+  // `*gpu_device`: the CUDA ordinal of the first local SGE in device memory, or -1.
+  WcStatus checkLocal(const SendWr& wr, iovec* iov, uint64_t* total,
+                      int* gpu_device) const noexcept;
   WcStatus checkRemote(const SendWr& wr, uint64_t total, MrSnapshot* mr) const noexcept;
   WcStatus copy(const SendWr& wr, const iovec* iov, uint64_t total, const MrSnapshot& mr) noexcept;
+  // Either side in device memory: the driver's copies on the QP's lane (soft_gpu.h).
+  WcStatus copyGpu(const SendWr& wr, const iovec* iov, const MrSnapshot& mr, int local_device,
+                   WrSlot& s) noexcept;
+  // A completion is visible only after the copies of its WR are done.
+  bool copied(const WrSlot& s) const noexcept {
+    return s.gpu_seq == 0 || gpu_lane_->done(s.gpu_seq);
+  }
   void publish(uint64_t first, uint64_t last, uint64_t now, const PostEffects& fx) noexcept;
 
   // Under the device lock.
@@ -434,6 +470,9 @@ class SoftQp final : public QueuePair {
   uint64_t transmitted_ = 0;           // visible_ns known below; device lock
   uint64_t last_visible_ = 0;          // device lock: completions stay in order
   uint64_t responder_seen_ns_ = 0;     // device lock: latest time the responder was seen up
+
+  // Made by the first WR on device memory (the poster's), read by pollers after that.
+  std::unique_ptr<GpuLane, GpuLaneDeleter> gpu_lane_;
 
   // Set at RTR, read-only while the QP can post.
   std::shared_ptr<PeerProcess> peer_;

@@ -41,13 +41,44 @@ bool readMr(const ControlView& view, uint32_t key, MrSnapshot* out) noexcept {
     out->shm_id = e.shm_id.load(std::memory_order_relaxed);
     out->shm_offset = e.shm_offset.load(std::memory_order_relaxed);
     out->shm_length = e.shm_length.load(std::memory_order_relaxed);
+    out->gpu_share = e.gpu_share.load(std::memory_order_relaxed);
+    if (out->gpu_share != 0) {  // host memory, the common case, reads no more
+      out->gpu_device = e.gpu_device.load(std::memory_order_relaxed);
+      out->gpu_base = e.gpu_base.load(std::memory_order_relaxed);
+      out->gpu_export = e.gpu_export.load(std::memory_order_relaxed);
+    }
     std::atomic_thread_fence(std::memory_order_acquire);
     if (e.seq.load(std::memory_order_relaxed) == s1) return out->key == key;
   }
   return false;
 }
 
-void writeMr(MrEntry& e, const MrSnapshot& v) noexcept {
+bool readGpuExport(const ControlView& view, uint32_t key, GpuExportRecord* out) noexcept {
+  const uint32_t slot = mrSlotOf(key);
+  if (key == 0 || slot >= view.max_mrs) return false;
+  const MrEntry& e = view.mrs[slot];
+  for (int tries = 0; tries < kSeqlockTries; ++tries) {
+    const uint32_t s1 = e.seq.load(std::memory_order_acquire);
+    if (s1 & 1u) {
+      cpuRelax();
+      continue;
+    }
+    const uint32_t k = e.key.load(std::memory_order_relaxed);
+    out->share = e.gpu_share.load(std::memory_order_relaxed);
+    out->device = e.gpu_device.load(std::memory_order_relaxed);
+    out->base = e.gpu_base.load(std::memory_order_relaxed);
+    out->size = e.gpu_size.load(std::memory_order_relaxed);
+    out->export_id = e.gpu_export.load(std::memory_order_relaxed);
+    out->fd = e.gpu_fd.load(std::memory_order_relaxed);
+    for (int i = 0; i < 2; ++i) out->uuid[i] = e.gpu_uuid[i].load(std::memory_order_relaxed);
+    for (int i = 0; i < 8; ++i) out->ipc[i] = e.gpu_ipc[i].load(std::memory_order_relaxed);
+    std::atomic_thread_fence(std::memory_order_acquire);
+    if (e.seq.load(std::memory_order_relaxed) == s1) return k == key && out->share != 0;
+  }
+  return false;
+}
+
+void writeMr(MrEntry& e, const MrSnapshot& v, const GpuExportRecord* gpu) noexcept {
   const uint32_t s = e.seq.load(std::memory_order_relaxed);
   e.seq.store(s + 1, std::memory_order_relaxed);
   std::atomic_thread_fence(std::memory_order_release);
@@ -57,6 +88,16 @@ void writeMr(MrEntry& e, const MrSnapshot& v) noexcept {
   e.shm_id.store(v.shm_id, std::memory_order_relaxed);
   e.shm_offset.store(v.shm_offset, std::memory_order_relaxed);
   e.shm_length.store(v.shm_length, std::memory_order_relaxed);
+  const GpuExportRecord none;
+  const GpuExportRecord& g = gpu != nullptr ? *gpu : none;
+  e.gpu_share.store(g.share, std::memory_order_relaxed);
+  e.gpu_device.store(g.device, std::memory_order_relaxed);
+  e.gpu_base.store(g.base, std::memory_order_relaxed);
+  e.gpu_size.store(g.size, std::memory_order_relaxed);
+  e.gpu_export.store(g.export_id, std::memory_order_relaxed);
+  e.gpu_fd.store(g.fd, std::memory_order_relaxed);
+  for (int i = 0; i < 2; ++i) e.gpu_uuid[i].store(g.uuid[i], std::memory_order_relaxed);
+  for (int i = 0; i < 8; ++i) e.gpu_ipc[i].store(g.ipc[i], std::memory_order_relaxed);
   e.key.store(v.key, std::memory_order_relaxed);
   e.seq.store(s + 2, std::memory_order_release);
 }

@@ -21,7 +21,7 @@
 namespace tent::fabric::soft {
 
 inline constexpr uint64_t kControlMagic = 0x74656e74736f6674ull;  // "tentsoft"
-inline constexpr uint32_t kLayoutVersion = 2;  // 2: the owner's robust-futex liveness word
+inline constexpr uint32_t kLayoutVersion = 3;                     // 3: GPU memory in MR entries
 
 inline constexpr uint32_t kMrSlotBits = 16;
 inline constexpr uint32_t kMaxMrs = 1u << kMrSlotBits;  // upper bound of config max_mrs
@@ -69,6 +69,16 @@ struct MrEntry {
   std::atomic<uint32_t> shm_id;      // 0: not inside an allocateMemory() segment
   std::atomic<uint64_t> shm_offset;  // offset of `addr` inside that segment
   std::atomic<uint64_t> shm_length;  // size of that segment (to map it)
+  // Device memory (soft_gpu.h); gpu_share 0 = host memory, the rest unused then.
+  std::atomic<uint32_t> gpu_share;  // GpuShare: how a peer reaches it
+  std::atomic<int32_t> gpu_device;  // CUDA ordinal in the owner
+  std::atomic<uint64_t> gpu_base;   // the physical allocation holding the region
+  std::atomic<uint64_t> gpu_size;
+  std::atomic<uint64_t> gpu_export;  // the owner's id of this registration
+  std::atomic<uint32_t> gpu_fd;      // kGpuVmmFd: the owner's descriptor number
+  std::atomic<uint32_t> gpu_pad;
+  std::atomic<uint64_t> gpu_uuid[2];  // the GPU, as peers find it among theirs
+  std::atomic<uint64_t> gpu_ipc[8];   // kGpuLegacyIpc: the CUipcMemHandle
 };
 
 // qp_num << 8 | QpState; 0 = no QP in this slot.
@@ -113,6 +123,22 @@ struct MrSnapshot {
   uint32_t shm_id = 0;
   uint64_t shm_offset = 0;
   uint64_t shm_length = 0;
+  uint32_t gpu_share = 0;  // 0: host memory, and the gpu_* fields are not read
+  int32_t gpu_device = -1;
+  uint64_t gpu_base = 0;
+  uint64_t gpu_export = 0;
+};
+
+// The rest of a device-memory entry: what a peer needs to open it (slow path).
+struct GpuExportRecord {
+  uint32_t share = 0;
+  int32_t device = -1;
+  uint64_t base = 0;
+  uint64_t size = 0;
+  uint64_t export_id = 0;
+  uint32_t fd = 0;
+  uint64_t uuid[2] = {};
+  uint64_t ipc[8] = {};
 };
 
 inline uint32_t mrSlotOf(uint32_t key) noexcept {
@@ -130,8 +156,12 @@ inline uint64_t qpWord(uint32_t qp_num, QpState s) noexcept {
 // owner that died mid-write) reads as "not registered".
 bool readMr(const ControlView& view, uint32_t key, MrSnapshot* out) noexcept;
 
-// Owner side, serialised by the device's control mutex.
-void writeMr(MrEntry& entry, const MrSnapshot& value) noexcept;
+// The device-memory part of the entry for `key`; false when not registered or host memory.
+bool readGpuExport(const ControlView& view, uint32_t key, GpuExportRecord* out) noexcept;
+
+// Owner side, serialised by the device's control mutex. `gpu`: device memory, or nullptr.
+void writeMr(MrEntry& entry, const MrSnapshot& value,
+             const GpuExportRecord* gpu = nullptr) noexcept;
 void clearMr(MrEntry& entry) noexcept;
 
 // PortIdentity.gid of a soft port: 't' 's' version device pid(4, LE) nonce(8, LE).

@@ -49,6 +49,7 @@ PeerProcess::PeerProcess(ProviderCore& core, uint32_t pid, uint64_t nonce)
       same_process_(pid == static_cast<uint32_t>(getpid())) {}
 
 PeerProcess::~PeerProcess() {
+  closeGpuImports();
   if (segments_) {
     for (uint32_t i = 0; i < kMaxSegments; ++i) {
       if (uint8_t* b = segments_[i].base.load(std::memory_order_relaxed)) {
@@ -64,6 +65,7 @@ Status PeerProcess::open() {
   if (kill(static_cast<pid_t>(pid_), 0) == -1 && errno == ESRCH)
     return Status::Unavailable("soft: peer process " + std::to_string(pid_) + " is not running");
   segments_ = std::make_unique<Segment[]>(kMaxSegments);
+  gpu_imports_ = std::make_unique<GpuImport[]>(kMaxGpuImports);
   return Status::OK();
 }
 

@@ -184,6 +184,10 @@ class VerbsDevice final : public Device {
   PortIdentity portIdentity() const override;
   Result<std::unique_ptr<MemoryRegion>> registerMemory(void* addr, size_t length,
                                                        uint32_t access) override;
+  // dma-buf first, ibv_reg_mr (nvidia-peermem) second (verbs_gpu_memory.cc).
+  Result<std::unique_ptr<MemoryRegion>> registerGpuMemory(void* addr, size_t length,
+                                                          uint32_t access,
+                                                          const cuda::PointerInfo& gpu) override;
   Result<std::unique_ptr<CompletionQueue>> createCq(uint32_t depth) override;
   Result<std::unique_ptr<QueuePair>> createQp(const QpInitAttr& attr) override;
   PortCounters counters() const noexcept override;
@@ -201,6 +205,8 @@ class VerbsDevice final : public Device {
   Status openContext(ibv_device* device, const config::VerbsFabricConfig& config);
   Status setupPort(const config::VerbsFabricConfig& config);
   void readSysfsPlacement(ibv_device* device);
+  // The MR through dma-buf, or nullptr with `*why` saying what was missing or failed.
+  ibv_mr* registerDmabuf(void* addr, size_t length, int ibv_access, int device, std::string* why);
 
   const VerbsOps& ops_;
   ibv_context* context_ = nullptr;

@@ -29,6 +29,12 @@ VerbsOps makeRealOps() noexcept {
   ops.reg_mr = [](ibv_pd* pd, void* addr, size_t length, int access) {
     return ibv_reg_mr(pd, addr, length, access);
   };
+#ifdef TENT_HAVE_IBV_DMABUF
+  ops.reg_dmabuf_mr = [](ibv_pd* pd, uint64_t offset, size_t length, uint64_t iova, int fd,
+                         int access) {
+    return ibv_reg_dmabuf_mr(pd, offset, length, iova, fd, access);
+  };
+#endif
   ops.dereg_mr = [](ibv_mr* mr) { return ibv_dereg_mr(mr); };
   ops.create_cq = [](ibv_context* c, int cqe, void* cq_context, ibv_comp_channel* channel,
                      int vector) { return ibv_create_cq(c, cqe, cq_context, channel, vector); };

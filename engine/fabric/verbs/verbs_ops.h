@@ -35,6 +35,9 @@ struct VerbsOps {
   ibv_pd* (*alloc_pd)(ibv_context* context);
   int (*dealloc_pd)(ibv_pd* pd);
   ibv_mr* (*reg_mr)(ibv_pd* pd, void* addr, size_t length, int access);
+  // A dma-buf (GPU memory exported by its driver); nullptr when libibverbs lacks it.
+  ibv_mr* (*reg_dmabuf_mr)(ibv_pd* pd, uint64_t offset, size_t length, uint64_t iova, int fd,
+                           int access);
   int (*dereg_mr)(ibv_mr* mr);
   ibv_cq* (*create_cq)(ibv_context* context, int cqe, void* cq_context, ibv_comp_channel* channel,
                        int comp_vector);

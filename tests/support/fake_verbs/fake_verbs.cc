@@ -66,6 +66,7 @@ ibv_pd* allocPd(ibv_context* ctx) {
 
 ibv_mr* regMr(ibv_pd* pd, void* addr, size_t length, int access) {
   g_fake->reg_access.push_back(access);
+  g_fake->reg_addrs.push_back(addr);
   if (g_fake->fail_reg_mr) {
     errno = EFAULT;
     return nullptr;
@@ -73,6 +74,23 @@ ibv_mr* regMr(ibv_pd* pd, void* addr, size_t length, int access) {
   auto mr = std::make_unique<ibv_mr>();
   mr->pd = pd;
   mr->addr = addr;
+  mr->length = length;
+  mr->lkey = g_fake->next_key++;
+  mr->rkey = g_fake->next_key++;
+  g_fake->mr_objects.push_back(std::move(mr));
+  ++g_fake->mrs;
+  return g_fake->mr_objects.back().get();
+}
+
+ibv_mr* regDmabufMr(ibv_pd* pd, uint64_t offset, size_t length, uint64_t iova, int fd, int access) {
+  g_fake->dmabuf_regs.push_back({offset, length, iova, fd, access});
+  if (g_fake->fail_reg_dmabuf_mr != 0) {
+    errno = g_fake->fail_reg_dmabuf_mr;
+    return nullptr;
+  }
+  auto mr = std::make_unique<ibv_mr>();
+  mr->pd = pd;
+  mr->addr = reinterpret_cast<void*>(iova);
   mr->length = length;
   mr->lkey = g_fake->next_key++;
   mr->rkey = g_fake->next_key++;
@@ -163,6 +181,7 @@ VerbsOps makeFakeOps() {
   ops.alloc_pd = allocPd;
   ops.dealloc_pd = [](ibv_pd*) { return --g_fake->pds, 0; };
   ops.reg_mr = regMr;
+  ops.reg_dmabuf_mr = regDmabufMr;
   ops.dereg_mr = [](ibv_mr*) { return --g_fake->mrs, 0; };
   ops.create_cq = createCq;
   ops.destroy_cq = [](ibv_cq*) { return --g_fake->cqs, 0; };

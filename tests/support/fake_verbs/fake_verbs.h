@@ -48,6 +48,7 @@ struct FakeVerbs {
   // ---- failure switches ------------------------------------------------------
   bool fail_open = false;
   bool fail_reg_mr = false;
+  int fail_reg_dmabuf_mr = 0;  // errno returned by reg_dmabuf_mr (0: succeeds)
   bool fail_create_qp = false;
   std::map<ibv_qp_state, int> modify_rc;  // target state -> errno returned
   long fail_post_at = -1;                 // global WR number (over all posts) that fails
@@ -63,6 +64,15 @@ struct FakeVerbs {
   std::vector<int> post_call_sizes;
   std::vector<ibv_qp_init_attr> qp_inits;
   std::vector<int> reg_access;
+  struct DmabufReg {
+    uint64_t offset = 0;
+    size_t length = 0;
+    uint64_t iova = 0;
+    int fd = -1;
+    int access = 0;
+  };
+  std::vector<DmabufReg> dmabuf_regs;
+  std::vector<void*> reg_addrs;  // reg_mr's addresses
   int opened = 0, closed = 0, pds = 0, mrs = 0, cqs = 0, qps = 0;
 
   // ---- completions ---------------------------------------------------------------

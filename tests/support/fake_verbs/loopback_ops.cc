@@ -3,6 +3,7 @@
 // errno values of libibverbs (create calls set errno and return nullptr; the
 // others return an errno value). The datapath lives in loopback_datapath.cc, the
 // QP state machine in loopback_qp.cc.
+#include <fcntl.h>
 #include <cerrno>
 #include <cstring>
 
@@ -142,6 +143,16 @@ ibv_mr* regMr(ibv_pd* ibv, void* addr, size_t length, int access) {
 }
 
 // Waits for WRs copying from or into the region (they hold `tables` shared).
+// A dma-buf MR: the NIC reaches the exporter's memory through the descriptor and WRs
+// address it by `iova`. Here the memory must be mapped at `iova` in this process (the
+// fake CUDA driver's device memory is); the descriptor must be open.
+ibv_mr* regDmabufMr(ibv_pd* ibv, uint64_t offset, size_t length, uint64_t iova, int fd,
+                    int access) {
+  (void)offset;
+  if (fd < 0 || fcntl(fd, F_GETFD) == -1) return fail<ibv_mr>(EBADF);
+  return regMr(ibv, reinterpret_cast<void*>(iova), length, access);
+}
+
 int deregMr(ibv_mr* ibv) {
   Mr* mr = selfOf<Mr>(ibv);
   if (mr == nullptr) return EINVAL;
@@ -256,6 +267,7 @@ VerbsOps makeOps() noexcept {
   ops.alloc_pd = allocPd;
   ops.dealloc_pd = deallocPd;
   ops.reg_mr = regMr;
+  ops.reg_dmabuf_mr = regDmabufMr;
   ops.dereg_mr = deregMr;
   ops.create_cq = createCq;
   ops.destroy_cq = destroyCq;
