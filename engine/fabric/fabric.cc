@@ -5,6 +5,7 @@
 
 #include "config/config.h"
 #include "engine/fabric/soft/soft_provider.h"
+#include "engine/fabric/tcp/tcp_provider.h"
 #include "tent/log.h"
 #include "topology/topology.h"
 #ifdef TENT_HAVE_VERBS
@@ -75,6 +76,8 @@ Result<std::unique_ptr<Provider>> createProvider(const config::FabricConfig& con
       return soft::createSoftProvider(config.soft, topology);
     case config::FabricProvider::kVerbs:
       return createVerbs(config);
+    case config::FabricProvider::kTcp:
+      return tcp::createTcpProvider(config.tcp);
     case config::FabricProvider::kAuto:
       break;
   }
