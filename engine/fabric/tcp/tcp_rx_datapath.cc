@@ -50,14 +50,18 @@ bool ServiceLoop::completeInOrder(QpCore& q) noexcept {
       w.final = true;
       w.status = WcStatus::kFlushed;
     }
-    if (w.signaled || w.status != WcStatus::kSuccess) pushCqe(q, q.done, w);
+    // Once its completion is in the CQ a poller may release the slot and a poster
+    // reuse it: read what we need first.
+    const WcStatus status = w.status;
+    const uint64_t length = w.length;
     dev_.wrs.store(dev_.wrs.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
-    if (w.status == WcStatus::kSuccess) {
-      dev_.bytes.store(dev_.bytes.load(std::memory_order_relaxed) + w.length,
+    if (status == WcStatus::kSuccess) {
+      dev_.bytes.store(dev_.bytes.load(std::memory_order_relaxed) + length,
                        std::memory_order_relaxed);
     }
+    if (w.signaled || status != WcStatus::kSuccess) pushCqe(q, q.done, w);
     ++q.done;
-    if (w.status != WcStatus::kSuccess && !q.error_seen) {
+    if (status != WcStatus::kSuccess && !q.error_seen) {
       q.error_seen = true;
       q.state.store(QpState::kError, std::memory_order_seq_cst);
       return true;
