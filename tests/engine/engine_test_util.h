@@ -69,15 +69,16 @@ inline std::string_view testProviderName() {
 // The fabric section: two unlimited soft devices with a 50 ms retry budget, the
 // fake's soft0 and soft1 with (5 + 1) x 4.096 us x 2^11 = 50 ms, or two tcp devices
 // soft0 and soft1 on 127.0.0.1 (their budget bounds a silent peer, not a dead one,
-// whose closed connection is seen at once; a loaded machine must not trip it).
+// whose closed connection is seen at once; a loaded machine must not trip it). Single
+// quotes: tests find the bootstrap's `listen: "127.0.0.1:0"` by its spelling.
 inline std::string fabricYaml() {
   if (testFabric() == TestFabric::kTcp) {
     return R"(fabric:
   provider: tcp
   tcp:
     devices:
-      - {name: soft0, listen: "127.0.0.1:0"}
-      - {name: soft1, listen: "127.0.0.1:0"}
+      - {name: soft0, listen: '127.0.0.1:0'}
+      - {name: soft1, listen: '127.0.0.1:0'}
     retry_budget_ms: 2000
 )";
   }
