@@ -100,7 +100,16 @@ void ServiceLoop::acceptAll() {
     if (fd < 0) {
       if (errno == EINTR || errno == ECONNABORTED) continue;
       if (errno != EAGAIN && errno != EWOULDBLOCK) {
-        TENT_WARN(kFabric, "tcp %s: accept: %s", dev_.info.name.c_str(), std::strerror(errno));
+        // Out of descriptors or memory: the listener would report the same connection
+        // again at once. Stop listening for events until the next tick.
+        TENT_WARN(kFabric, "tcp %s: accept: %s; accepting again in %llu ms", dev_.info.name.c_str(),
+                  std::strerror(errno), static_cast<unsigned long long>(tick_ns_ / 1'000'000));
+        epoll_event ev{};
+        ev.data.ptr = &kListenTag;
+        epoll_ctl(epfd_, EPOLL_CTL_MOD, listen_fd_, &ev);
+        listen_paused_ = true;
+        watched_ = true;
+        next_tick_ = clock::monotonicNs() + tick_ns_;
       }
       return;
     }

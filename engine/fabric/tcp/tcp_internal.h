@@ -243,6 +243,10 @@ struct DeviceState {
 
 // ---- the service thread ------------------------------------------------------------------
 
+// epoll tags (data.ptr) of the two descriptors that are not connections.
+inline char kEventTag = 0;
+inline char kListenTag = 0;
+
 class ServiceLoop {
  public:
   explicit ServiceLoop(DeviceState& dev) : dev_(dev) {}
@@ -353,8 +357,9 @@ class ServiceLoop {
   // Receives refused payload bytes with MSG_TRUNC (the kernel drops them; this only
   // bounds a call). Never holds a payload that is delivered.
   std::unique_ptr<uint8_t[]> discard_;
-  bool watched_ = false;    // at the last tick, something had a deadline
-  uint64_t next_tick_ = 0;  // CLOCK_MONOTONIC ns
+  bool watched_ = false;        // at the last tick, something had a deadline
+  bool listen_paused_ = false;  // accept ran out of descriptors: resumed at the next tick
+  uint64_t next_tick_ = 0;      // CLOCK_MONOTONIC ns
   uint64_t tick_ns_ = 0;
 };
 

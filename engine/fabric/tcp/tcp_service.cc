@@ -17,12 +17,6 @@
 
 namespace tent::fabric::tcp {
 
-namespace {
-// epoll tags for the two fds that are not connections.
-char kEventTag;
-char kListenTag;
-}  // namespace
-
 DeviceState::~DeviceState() {
   loop.reset();  // stops the thread first, if the provider did not
 }
@@ -328,6 +322,13 @@ void ServiceLoop::checkTimers(uint64_t now) {
   if (!watched_ || now < next_tick_) return;
   next_tick_ = now + tick_ns_;
   bool watched = false;
+  if (listen_paused_) {
+    epoll_event ev{};
+    ev.events = EPOLLIN;
+    ev.data.ptr = &kListenTag;
+    epoll_ctl(epfd_, EPOLL_CTL_MOD, listen_fd_, &ev);
+    listen_paused_ = false;
+  }
   for (auto& [ptr, conn] : conns_) {
     Conn* c = conn.get();
     if (c->closed) continue;
