@@ -180,27 +180,42 @@ TEST_F(TcpAccessTest, MessagesLongerThanTheLimitAreALocalLengthError) {
 }
 
 // A local error at post time: the WRs before it complete normally, it completes with its
-// error, the rest of its chain is flushed, and the QP is in ERR at once.
+// error, the rest of its chain is flushed, and the QP is in ERR at once - also when the
+// chain is posted before the peer reached RTR, whichever side of the connection the
+// posting QP takes (the two directions give the two roles).
 TEST_F(TcpAccessTest, ALocalErrorLetsEarlierWrsFinishThenFlushesTheRest) {
-  auto p = QpPair::make(*a_, *b_, 16, 1);
-  GuardedBuffer src(*a_, 1 << 20, kAllAccess), dst(*b_, 1 << 20, kAllAccess);
-  src.fill(8);
-  dst.clear();
-  Sge big{src.addr(), 1 << 20, src.mr->lkey()};
-  Sge wrong{src.addr(), 64, 0};
-  SendWr w1 = makeWr(1, WrOpcode::kRdmaWrite, &big, 1, dst.addr(), dst.mr->rkey());
-  SendWr w2 = makeWr(2, WrOpcode::kRdmaWrite, &wrong, 1, dst.addr(), dst.mr->rkey());
-  SendWr w3 = makeWr(3, WrOpcode::kRdmaWrite, &big, 1, dst.addr(), dst.mr->rkey());
-  w1.next = &w2;
-  w2.next = &w3;
-  post(*p.a, w1);
-  EXPECT_EQ(p.a->state(), QpState::kError);
-  auto wcs = pollN(*p.cq_a, 3);
-  ASSERT_EQ(wcs.size(), 3u);
-  EXPECT_EQ(wcs[0].status, WcStatus::kSuccess);
-  EXPECT_EQ(wcs[1].status, WcStatus::kLocalProtection);
-  EXPECT_EQ(wcs[2].status, WcStatus::kFlushed);
-  EXPECT_TRUE(dst.holds(8));
+  for (int posted_early = 0; posted_early < 2; ++posted_early) {
+    for (int dir = 0; dir < 2; ++dir) {
+      Device& from = dir ? *b_ : *a_;
+      Device& to = dir ? *a_ : *b_;
+      auto p = QpPair::make(from, to, 16, 1, 64, /*connect=*/false);
+      if (!posted_early) {
+        ASSERT_TRUE(connectQp(*p.b, remoteOf(*p.a, from)).ok());
+      }
+      ASSERT_TRUE(connectQp(*p.a, remoteOf(*p.b, to)).ok());
+      GuardedBuffer src(from, 1 << 20, kAllAccess), dst(to, 1 << 20, kAllAccess);
+      src.fill(8);
+      dst.clear();
+      Sge big{src.addr(), 1 << 20, src.mr->lkey()};
+      Sge wrong{src.addr(), 64, 0};
+      SendWr w1 = makeWr(1, WrOpcode::kRdmaWrite, &big, 1, dst.addr(), dst.mr->rkey());
+      SendWr w2 = makeWr(2, WrOpcode::kRdmaWrite, &wrong, 1, dst.addr(), dst.mr->rkey());
+      SendWr w3 = makeWr(3, WrOpcode::kRdmaWrite, &big, 1, dst.addr(), dst.mr->rkey());
+      w1.next = &w2;
+      w2.next = &w3;
+      post(*p.a, w1);
+      EXPECT_EQ(p.a->state(), QpState::kError);
+      if (posted_early) {
+        ASSERT_TRUE(connectQp(*p.b, remoteOf(*p.a, from)).ok());
+      }
+      auto wcs = pollN(*p.cq_a, 3);
+      ASSERT_EQ(wcs.size(), 3u) << "posted_early=" << posted_early << " dir=" << dir;
+      EXPECT_EQ(wcs[0].status, WcStatus::kSuccess) << toString(wcs[0].status);
+      EXPECT_EQ(wcs[1].status, WcStatus::kLocalProtection);
+      EXPECT_EQ(wcs[2].status, WcStatus::kFlushed);
+      EXPECT_TRUE(dst.holds(8)) << "posted_early=" << posted_early << " dir=" << dir;
+    }
+  }
 }
 
 TEST_F(TcpAccessTest, RegistrationRejectsBadArguments) {

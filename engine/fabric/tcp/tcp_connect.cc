@@ -183,8 +183,10 @@ bool ServiceLoop::adopt(Conn* c, const std::shared_ptr<QpCore>& qp, const Hello&
     reject(c, RejectReason::kWrongPeer);
     return false;
   }
+  // A QP in ERR because a WR failed its checks at post time still sends the WRs before
+  // that one; only a completed error, a flush or a lost connection ends it.
   if (q.conn != nullptr || q.error_seen || q.conn_lost.load(std::memory_order_acquire) ||
-      q.state.load(std::memory_order_acquire) == QpState::kError) {
+      q.flush_requested.load(std::memory_order_acquire)) {
     reject(c, RejectReason::kQpState);
     return false;
   }
