@@ -129,34 +129,40 @@ TEST_F(TcpTransferTest, BothSidesOfOneQpPairPostAndServe) {
 }
 
 // Posts before the peer's QP is RTR wait in the send queue; whichever side reaches RTR
-// first, they complete once both are.
+// first, and whichever side connects (the two directions give the two roles), they
+// complete once both are.
 TEST_F(TcpTransferTest, PostsBeforeThePeerIsReadyWaitAndCompleteEitherOrder) {
   for (int peer_first = 0; peer_first < 2; ++peer_first) {
-    auto p = QpPair::make(*a_, *b_, 16, 1, 64, /*connect=*/false);
-    GuardedBuffer src(*a_, 4096, kAllAccess), dst(*b_, 4096, kAllAccess);
-    src.fill(static_cast<uint8_t>(20 + peer_first));
-    dst.clear();
-    if (peer_first) {
-      ASSERT_TRUE(connectQp(*p.b, remoteOf(*p.a, *a_)).ok());
+    for (int dir = 0; dir < 2; ++dir) {
+      Device& from = dir ? *b_ : *a_;
+      Device& to = dir ? *a_ : *b_;
+      const auto seed = static_cast<uint8_t>(20 + 2 * peer_first + dir);
+      auto p = QpPair::make(from, to, 16, 1, 64, /*connect=*/false);
+      GuardedBuffer src(from, 4096, kAllAccess), dst(to, 4096, kAllAccess);
+      src.fill(seed);
+      dst.clear();
+      if (peer_first) {
+        ASSERT_TRUE(connectQp(*p.b, remoteOf(*p.a, from)).ok());
+      }
+      ASSERT_TRUE(connectQp(*p.a, remoteOf(*p.b, to)).ok());
+      Sge s{src.addr(), 4096, src.mr->lkey()};
+      for (uint64_t i = 0; i < 8; ++i) {
+        post(*p.a, makeWr(i, WrOpcode::kRdmaWrite, &s, 1, dst.addr(), dst.mr->rkey()));
+      }
+      if (!peer_first) {
+        // Nothing can complete before the peer QP is RTR.
+        WorkCompletion wc[8];
+        EXPECT_EQ(p.cq_a->poll(wc, 8), 0);
+        ASSERT_TRUE(connectQp(*p.b, remoteOf(*p.a, from)).ok());
+      }
+      auto wcs = pollN(*p.cq_a, 8);
+      ASSERT_EQ(wcs.size(), 8u) << "peer_first=" << peer_first << " dir=" << dir;
+      for (uint64_t i = 0; i < 8; ++i) {
+        EXPECT_EQ(wcs[i].wr_id, i);
+        EXPECT_EQ(wcs[i].status, WcStatus::kSuccess) << toString(wcs[i].status);
+      }
+      EXPECT_TRUE(dst.holds(seed));
     }
-    ASSERT_TRUE(connectQp(*p.a, remoteOf(*p.b, *b_)).ok());
-    Sge s{src.addr(), 4096, src.mr->lkey()};
-    for (uint64_t i = 0; i < 8; ++i) {
-      post(*p.a, makeWr(i, WrOpcode::kRdmaWrite, &s, 1, dst.addr(), dst.mr->rkey()));
-    }
-    if (!peer_first) {
-      // Nothing can complete before the peer QP exists as RTR.
-      WorkCompletion wc[8];
-      EXPECT_EQ(p.cq_a->poll(wc, 8), 0);
-      ASSERT_TRUE(connectQp(*p.b, remoteOf(*p.a, *a_)).ok());
-    }
-    auto wcs = pollN(*p.cq_a, 8);
-    ASSERT_EQ(wcs.size(), 8u) << "peer_first=" << peer_first;
-    for (uint64_t i = 0; i < 8; ++i) {
-      EXPECT_EQ(wcs[i].wr_id, i);
-      EXPECT_EQ(wcs[i].status, WcStatus::kSuccess) << toString(wcs[i].status);
-    }
-    EXPECT_TRUE(dst.holds(static_cast<uint8_t>(20 + peer_first)));
   }
 }
 
