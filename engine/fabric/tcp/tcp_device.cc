@@ -81,8 +81,7 @@ Result<std::shared_ptr<DeviceState>> openDevice(const config::TcpDevice& spec, u
   s->retry_budget_ms = config.retry_budget_ms;
   s->retry_budget_ns = uint64_t{config.retry_budget_ms} * 1'000'000;
   s->qp_generation.assign(kMaxQps, 0);
-  s->free_qps.reserve(kMaxQps);
-  for (uint32_t i = kMaxQps; i > 0; --i) s->free_qps.push_back(i - 1);
+  for (uint32_t i = 0; i < kMaxQps; ++i) s->free_qps.push_back(i);
   s->loop = std::make_unique<ServiceLoop>(*s);
   Status st = s->loop->start(fd);
   if (!st.ok()) {
@@ -151,8 +150,8 @@ Result<std::unique_ptr<QueuePair>> TcpDevice::createQp(const QpInitAttr& attr) {
       return Status::ResourceExhausted("tcp: device " + state_->info.name + " has all " +
                                        std::to_string(kMaxQps) + " QPs in use");
     }
-    slot = state_->free_qps.back();
-    state_->free_qps.pop_back();
+    slot = state_->free_qps.front();
+    state_->free_qps.pop_front();
     // Generations 1..kQpGenerations-1: qp_num is never 0 (0 means "no QP" on the wire).
     gen = static_cast<uint16_t>(state_->qp_generation[slot] % (kQpGenerations - 1) + 1);
     state_->qp_generation[slot] = gen;

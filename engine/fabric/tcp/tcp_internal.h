@@ -20,6 +20,7 @@
 #include <atomic>
 #include <condition_variable>
 #include <cstdint>
+#include <deque>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -228,7 +229,9 @@ struct DeviceState {
 
   std::mutex ctrl_mutex;  // QP slots, CQ admission
   std::vector<uint16_t> qp_generation;
-  std::vector<uint32_t> free_qps;
+  // First in, first out: a slot comes back only after every other free one, so a
+  // destroyed QP's unpolled completion cannot meet a live QP of the same generation.
+  std::deque<uint32_t> free_qps;
 
   std::unique_ptr<ServiceLoop> loop;
 
