@@ -10,8 +10,7 @@ namespace tent::fabric::tcp {
 MrTable::MrTable(uint32_t capacity)
     : capacity_(capacity), entries_(std::make_unique<Entry[]>(capacity)) {
   generation_.assign(capacity, 0);
-  free_.reserve(capacity);
-  for (uint32_t i = capacity; i > 0; --i) free_.push_back(i - 1);  // pop_back() gives slot 0
+  for (uint32_t i = 0; i < capacity; ++i) free_.push_back(i);
 }
 
 Result<uint32_t> MrTable::add(uint64_t addr, uint64_t length, uint32_t access) {
@@ -20,8 +19,8 @@ Result<uint32_t> MrTable::add(uint64_t addr, uint64_t length, uint32_t access) {
     return Status::ResourceExhausted("all " + std::to_string(capacity_) +
                                      " memory regions of the device are in use");
   }
-  const uint32_t slot = free_.back();
-  free_.pop_back();
+  const uint32_t slot = free_.front();
+  free_.pop_front();
   uint16_t gen = ++generation_[slot];
   if (gen == 0) gen = generation_[slot] = 1;  // key 0 means "free"
   const uint32_t key = uint32_t{gen} << kMrSlotBits | slot;

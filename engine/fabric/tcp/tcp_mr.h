@@ -14,6 +14,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <deque>
 #include <memory>
 #include <mutex>
 #include <vector>
@@ -89,7 +90,7 @@ class MrTable {
   std::unique_ptr<Entry[]> entries_;
   mutable std::mutex mu_;
   std::vector<uint16_t> generation_;
-  std::vector<uint32_t> free_;
+  std::deque<uint32_t> free_;  // first in, first out: a stale key waits long to be matched
 };
 
 // The pins one socket call holds (distinct keys; consecutive SGEs usually share one).
