@@ -39,6 +39,31 @@ void roundTrip(Device& a, Device& b) {
   EXPECT_TRUE(back.holds(13));
 }
 
+size_t threads() {
+  size_t n = 0;
+  if (DIR* d = opendir("/proc/self/task")) {
+    while (readdir(d) != nullptr) ++n;
+    closedir(d);
+  }
+  return n;
+}
+
+// A provider's service threads, listeners and epoll descriptors go with it.
+TEST(TcpProvider, ClosingAProviderReturnsItsThreadsAndDescriptors) {
+  const size_t fds = openFds();
+  const size_t tasks = threads();
+  for (int round = 0; round < 20; ++round) {
+    config::TcpFabricConfig cfg = testConfig();
+    cfg.devices = {tcpDevice("tcp0"), tcpDevice("tcp1")};
+    auto p = makeProvider(cfg);
+    ASSERT_NE(p, nullptr);
+    EXPECT_EQ(threads(), tasks + 2);  // one service thread per device
+    roundTrip(p->device(0), p->device(1));
+  }
+  EXPECT_EQ(threads(), tasks);
+  EXPECT_EQ(openFds(), fds);
+}
+
 TEST(TcpProvider, TwoDevicesListenOnTheirOwnPorts) {
   config::TcpFabricConfig cfg = testConfig();
   cfg.devices = {tcpDevice("tcp0"), tcpDevice("tcp1")};

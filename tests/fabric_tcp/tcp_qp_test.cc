@@ -371,6 +371,15 @@ TEST_F(TcpQpTest, ChurnReturnsDescriptorsAndEntriesToBaseline) {
   // Every entry of both CQs is free again: a QP asking for all of them is admitted.
   EXPECT_TRUE(a_->createQp({cq_a.get(), 64, 1}).ok());
   EXPECT_TRUE(b_->createQp({cq_b.get(), 64, 1}).ok());
+  // Every memory region of b came back: all max_mrs of them can be registered again.
+  std::vector<uint8_t> one(64);
+  std::vector<std::unique_ptr<MemoryRegion>> all;
+  for (;;) {
+    auto mr = b_->registerMemory(one.data(), one.size(), kAllAccess);
+    if (!mr.ok()) break;
+    all.push_back(std::move(mr).value());
+  }
+  EXPECT_EQ(all.size(), testConfig().max_mrs);
 }
 
 TEST_F(TcpQpTest, PosterAndPollerOnDifferentThreads) {
