@@ -421,6 +421,11 @@ TEST_F(TcpQpTest, PosterAndPollerOnDifferentThreads) {
 TEST_F(TcpQpTest, ClosingTheProviderFlushesItsQpsAndFailsThePeers) {
   auto p = QpPair::make(*a_, *b_, 8, 1);
   GuardedBuffer src(*a_, 64, kAllAccess);
+  {
+    GuardedBuffer dst(*b_, 64, kAllAccess);  // the connection is up
+    ASSERT_EQ(transferOne(p, WrOpcode::kRdmaWrite, src, dst.addr(), dst.mr->rkey(), 64).status,
+              WcStatus::kSuccess);
+  }
   auto qb = std::move(p.b);
   auto cqb = std::move(p.cq_b);
   pb_.reset();  // b's provider closes with qb alive
