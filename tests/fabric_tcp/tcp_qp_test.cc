@@ -434,6 +434,12 @@ TEST_F(TcpQpTest, ClosingTheProviderFlushesItsQpsAndFailsThePeers) {
   auto wcs = pollN(*p.cq_a, 1);
   ASSERT_EQ(wcs.size(), 1u);
   EXPECT_EQ(wcs[0].status, WcStatus::kRetryExceeded) << toString(wcs[0].status);
+  // The QP that outlived its provider is in ERR: it takes no posts that could never end.
+  EXPECT_TRUE(waitFor([&] { return qb->state() == QpState::kError; }));
+  Sge sb{src.addr(), 64, 0};  // its device is gone with the provider; the state decides
+  const SendWr late = makeWr(2, WrOpcode::kRdmaWrite, &sb, 1, 0x1000, 1);
+  const SendWr* bad = nullptr;
+  EXPECT_EQ(qb->postSend(&late, &bad), EINVAL);
   qb.reset();
   cqb.reset();
 }

@@ -51,8 +51,8 @@ class TcpProvider final : public Provider {
   TcpProvider(std::vector<std::unique_ptr<TcpDevice>> devices, uint32_t retry_budget_ms)
       : devices_(std::move(devices)), retry_budget_ms_(retry_budget_ms) {}
 
-  // Connections close and outstanding WRs are flushed; objects that outlive the
-  // provider see a closed device (their posts complete with retry-exceeded).
+  // Connections close, outstanding WRs are flushed and QPs go to ERR; objects that
+  // outlive the provider see a closed device (posts fail with EINVAL).
   ~TcpProvider() override {
     for (auto& d : devices_) d->state().loop->stop();
     std::lock_guard<std::mutex> g(mem_mutex_);

@@ -290,7 +290,9 @@ void ServiceLoop::stopStream(QpCore& q) {
 
 void ServiceLoop::processQp(QpCore& q) {
   if (q.flush_requested.load(std::memory_order_seq_cst)) {
-    // modifyToError: everything not yet completed is flushed, in order.
+    // modifyToError, or the device closing: everything not yet completed is flushed, in
+    // order, and the QP takes no more posts.
+    q.state.store(QpState::kError, std::memory_order_seq_cst);
     stopStream(q);
     q.error_seen = true;
     completeInOrder(q);
