@@ -1,5 +1,5 @@
 // BatchTable: slot growth, the free and retiring lists, recycling.
-#include "engine/api/batch_table.h"
+#include "api/batch_table.h"
 
 #include <bit>
 #include <new>

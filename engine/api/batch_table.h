@@ -18,7 +18,7 @@
 #include <memory>
 #include <mutex>
 
-#include "engine/rdma/rdma_task.h"
+#include "model/rdma_task.h"
 #include "tent/status.h"
 #include "tent/transfer_engine.h"
 

@@ -1,7 +1,7 @@
 // Control path of the public API: engine construction, memory, segments, batches.
-#include "engine/api/engine_impl.h"
+#include "api/engine_impl.h"
 
-#include "engine/common/clock.h"
+#include "base/clock.h"
 #include "lcore/idle.h"
 #include "tent/log.h"
 

@@ -9,11 +9,11 @@
 #include <vector>
 
 #include "config/config.h"
-#include "engine/api/batch_table.h"
-#include "engine/fabric/fabric.h"
-#include "engine/metrics/exporter.h"
-#include "engine/rdma/rdma_task.h"
-#include "engine/rdma/rdma_transport.h"
+#include "api/batch_table.h"
+#include "fabric/fabric.h"
+#include "metrics/exporter.h"
+#include "model/rdma_task.h"
+#include "transport/rdma_transport.h"
 #include "tent/transfer_engine.h"
 #include "topology/rail_map.h"
 #include "topology/topology.h"

@@ -1,6 +1,6 @@
 // Datapath of the public API: submission and status, on caller threads. Batches
 // are found without a lock (BatchTable); only error returns build a message.
-#include "engine/api/engine_impl.h"
+#include "api/engine_impl.h"
 
 namespace tent {
 

@@ -1,5 +1,5 @@
 // TransferEngine factory functions and the small public helpers.
-#include "engine/api/engine_impl.h"
+#include "api/engine_impl.h"
 
 namespace tent {
 

@@ -1,16 +1,16 @@
-#include "engine/control/control_plane.h"
+#include "control/control_plane.h"
 
 #include <chrono>
 #include <random>
 
-#include "engine/control/address.h"
-#include "engine/control/endpoint_manager.h"
-#include "engine/control/passive_endpoints.h"
-#include "engine/control/peer_segments.h"
-#include "engine/rdma/control_requests.h"
-#include "engine/rdma/local_memory.h"
-#include "engine/rdma/rdma_context.h"
-#include "engine/rdma/segment_table.h"
+#include "net/address.h"
+#include "control/endpoint_manager.h"
+#include "control/passive_endpoints.h"
+#include "control/peer_segments.h"
+#include "model/control_requests.h"
+#include "model/local_memory.h"
+#include "model/rdma_context.h"
+#include "model/segment_table.h"
 #include "tent/log.h"
 
 namespace tent::control {

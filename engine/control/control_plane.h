@@ -21,10 +21,10 @@
 #include <vector>
 
 #include "config/config.h"
-#include "engine/control/auth.h"
-#include "engine/control/control_stats.h"
-#include "engine/control/event_loop.h"
-#include "engine/control/server.h"
+#include "net/auth.h"
+#include "net/control_stats.h"
+#include "net/event_loop.h"
+#include "net/server.h"
 #include "tent/transfer_engine.h"
 
 namespace tent::rdma {

@@ -1,14 +1,14 @@
-#include "engine/control/endpoint_manager.h"
+#include "control/endpoint_manager.h"
 
 #include <algorithm>
 
-#include "engine/common/clock.h"
-#include "engine/common/ebr.h"
-#include "engine/control/control_plane.h"
-#include "engine/control/peer_segments.h"
-#include "engine/metadata/bootstrap.h"
-#include "engine/rdma/local_memory.h"
-#include "engine/rdma/rdma_context.h"
+#include "base/clock.h"
+#include "base/ebr.h"
+#include "control/control_plane.h"
+#include "control/peer_segments.h"
+#include "wire/bootstrap.h"
+#include "model/local_memory.h"
+#include "model/rdma_context.h"
 #include "tent/log.h"
 
 namespace tent::control {

@@ -16,9 +16,9 @@
 #include <unordered_map>
 #include <vector>
 
-#include "engine/control/client.h"
-#include "engine/rdma/rdma_endpoint.h"
-#include "engine/rdma/segment_table.h"
+#include "net/client.h"
+#include "model/rdma_endpoint.h"
+#include "model/segment_table.h"
 
 namespace tent::control {
 

@@ -1,12 +1,12 @@
-#include "engine/control/passive_endpoints.h"
+#include "control/passive_endpoints.h"
 
 #include <algorithm>
 
-#include "engine/control/address.h"
-#include "engine/control/control_plane.h"
-#include "engine/control/one_shot.h"
-#include "engine/metadata/segment_descriptor.h"
-#include "engine/rdma/rdma_context.h"
+#include "net/address.h"
+#include "control/control_plane.h"
+#include "net/one_shot.h"
+#include "wire/segment_descriptor.h"
+#include "model/rdma_context.h"
 #include "tent/log.h"
 
 namespace tent::control {

@@ -20,9 +20,9 @@
 #include <unordered_map>
 #include <vector>
 
-#include "engine/metadata/bootstrap.h"
-#include "engine/metadata/control_frames.h"
-#include "engine/rdma/rdma_endpoint.h"
+#include "wire/bootstrap.h"
+#include "wire/control_frames.h"
+#include "model/rdma_endpoint.h"
 
 namespace tent::control {
 

@@ -14,8 +14,8 @@
 #include <string>
 #include <vector>
 
-#include "engine/control/client.h"
-#include "engine/rdma/segment_table.h"
+#include "net/client.h"
+#include "model/segment_table.h"
 #include "tent/transfer_engine.h"
 
 namespace tent::control {

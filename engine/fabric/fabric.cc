@@ -1,15 +1,15 @@
 // The fabric interface's shared helpers and the provider factory.
-#include "engine/fabric/fabric.h"
+#include "fabric/fabric.h"
 
 #include <string>
 
 #include "config/config.h"
-#include "engine/fabric/soft/soft_provider.h"
-#include "engine/fabric/tcp/tcp_provider.h"
+#include "fabric/soft/soft_provider.h"
+#include "fabric/tcp/tcp_provider.h"
 #include "tent/log.h"
 #include "topology/topology.h"
 #ifdef TENT_HAVE_VERBS
-#include "engine/fabric/verbs/verbs_ops.h"
+#include "fabric/verbs/verbs_ops.h"
 #endif
 
 namespace tent::fabric {

@@ -8,7 +8,7 @@
 #include <cstdio>
 #include <cstdlib>
 
-#include "engine/fabric/fabric.h"
+#include "fabric/fabric.h"
 
 namespace tent::fabric::rc {
 

@@ -1,7 +1,7 @@
 // EngineStats -> Prometheus families. Only public EngineStats fields are read, so
 // engine internals can change under this file. Counters stay counters (monotonic
 // engine counts), gauges what is held right now.
-#include "engine/metrics/collect.h"
+#include "metrics/collect.h"
 
 #include <cmath>
 #include <limits>

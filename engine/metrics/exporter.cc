@@ -1,7 +1,7 @@
 // The exporter: prometheus-cpp's Exposer (civetweb) serving one Collectable that
 // snapshots TransferEngine::stats() per scrape. prometheus-cpp and civetweb throw;
 // nothing they throw leaves this file.
-#include "engine/metrics/exporter.h"
+#include "metrics/exporter.h"
 
 #include <CivetServer.h>
 #include <arpa/inet.h>
@@ -22,7 +22,7 @@
 #include <thread>
 #include <vector>
 
-#include "engine/metrics/collect.h"
+#include "metrics/collect.h"
 #include "tent/log.h"
 
 namespace tent::metrics {

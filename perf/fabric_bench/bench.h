@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "config/config.h"
-#include "engine/fabric/fabric.h"
+#include "fabric/fabric.h"
 #include "tent/status.h"
 
 namespace tent::perf::fabric_bench {

@@ -8,7 +8,7 @@
 #include <span>
 #include <vector>
 
-#include "engine/metadata/bootstrap.h"
+#include "wire/bootstrap.h"
 #include "tests/fuzz/fuzz_check.h"
 
 using tent::metadata::BootstrapMessage;

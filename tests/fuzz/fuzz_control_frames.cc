@@ -9,7 +9,7 @@
 #include <span>
 #include <vector>
 
-#include "engine/metadata/control_frames.h"
+#include "wire/control_frames.h"
 #include "tests/fuzz/fuzz_check.h"
 
 namespace m = tent::metadata;

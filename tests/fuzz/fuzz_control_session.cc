@@ -14,9 +14,9 @@
 #include <cstdio>
 #include <memory>
 
-#include "engine/control/address.h"
-#include "engine/control/server.h"
-#include "engine/metadata/bootstrap.h"
+#include "net/address.h"
+#include "net/server.h"
+#include "wire/bootstrap.h"
 #include "tests/fuzz/fuzz_check.h"
 
 namespace c = tent::control;

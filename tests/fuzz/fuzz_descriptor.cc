@@ -9,7 +9,7 @@
 #include <span>
 #include <vector>
 
-#include "engine/metadata/segment_descriptor.h"
+#include "wire/segment_descriptor.h"
 #include "tests/fuzz/fuzz_check.h"
 
 namespace {

@@ -9,7 +9,7 @@
 #include <cstring>
 #include <string>
 
-#include "engine/fabric/tcp/tcp_wire.h"
+#include "fabric/tcp/tcp_wire.h"
 #include "tests/fuzz/fuzz_check.h"
 
 using namespace tent::fabric::tcp;

@@ -12,10 +12,10 @@
 #include <vector>
 
 #include "config/config.h"
-#include "engine/fabric/tcp/tcp_wire.h"
-#include "engine/metadata/bootstrap.h"
-#include "engine/metadata/control_frames.h"
-#include "engine/metadata/segment_descriptor.h"
+#include "fabric/tcp/tcp_wire.h"
+#include "wire/bootstrap.h"
+#include "wire/control_frames.h"
+#include "wire/segment_descriptor.h"
 #include "perf/tebench/workload_classes.h"
 
 namespace {

@@ -3,7 +3,7 @@
 // calls on this thread while a CountAllocations is alive.
 #include <gtest/gtest.h>
 
-#include "tests/common/counting_allocator.h"
+#include "tests/support/counting_allocator.h"
 #include "tests/topology/test_data.h"
 #include "topology/rail_map.h"
 

@@ -1,7 +1,7 @@
 // The soft NIC's payload copy (soft_copy.h). Datapath: no allocation, no syscall.
 #include <cstring>
 
-#include "engine/fabric/soft/soft_copy.h"
+#include "fabric/soft/soft_copy.h"
 
 #if defined(__x86_64__)
 #include <emmintrin.h>

@@ -8,7 +8,7 @@
 #include <cmath>
 #include <cstdint>
 
-#include "engine/fabric/soft/soft_internal.h"
+#include "fabric/soft/soft_internal.h"
 
 namespace tent::fabric::soft {
 

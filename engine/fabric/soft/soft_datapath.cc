@@ -6,9 +6,9 @@
 #include <cerrno>
 #include <cstring>
 
-#include "engine/fabric/rc_rules.h"
-#include "engine/fabric/soft/soft_copy.h"
-#include "engine/fabric/soft/soft_internal.h"
+#include "fabric/rc_rules.h"
+#include "fabric/soft/soft_copy.h"
+#include "fabric/soft/soft_internal.h"
 
 namespace tent::fabric::soft {
 

@@ -8,7 +8,7 @@
 #include <cstring>
 #include <new>
 
-#include "engine/fabric/soft/soft_internal.h"
+#include "fabric/soft/soft_internal.h"
 #include "tent/log.h"
 
 namespace tent::fabric::soft {

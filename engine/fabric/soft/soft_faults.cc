@@ -4,7 +4,7 @@
 #include <cmath>
 #include <string>
 
-#include "engine/fabric/soft/soft_internal.h"
+#include "fabric/soft/soft_internal.h"
 
 namespace tent::fabric::soft {
 

@@ -13,7 +13,7 @@
 #include <string>
 #include <string_view>
 
-#include "engine/fabric/fabric.h"
+#include "fabric/fabric.h"
 #include "tent/status.h"
 
 namespace tent::fabric::soft {

@@ -25,11 +25,11 @@
 #include <utility>
 #include <vector>
 
-#include "engine/fabric/fabric.h"
-#include "engine/fabric/soft/soft_faults.h"
-#include "engine/fabric/soft/soft_layout.h"
-#include "engine/fabric/soft/soft_provider.h"
-#include "engine/fabric/soft/soft_spinlock.h"
+#include "fabric/fabric.h"
+#include "fabric/soft/soft_faults.h"
+#include "fabric/soft/soft_layout.h"
+#include "fabric/soft/soft_provider.h"
+#include "fabric/soft/soft_spinlock.h"
 
 namespace tent::fabric::soft {
 

@@ -1,4 +1,4 @@
-#include "engine/fabric/soft/soft_layout.h"
+#include "fabric/soft/soft_layout.h"
 
 #include <linux/futex.h>
 
@@ -7,7 +7,7 @@
 #include <cstdlib>
 #include <cstring>
 
-#include "engine/fabric/soft/soft_spinlock.h"
+#include "fabric/soft/soft_spinlock.h"
 
 namespace tent::fabric::soft {
 

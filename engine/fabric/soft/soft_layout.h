@@ -16,7 +16,7 @@
 #include <cstdint>
 #include <string>
 
-#include "engine/fabric/fabric.h"
+#include "fabric/fabric.h"
 
 namespace tent::fabric::soft {
 

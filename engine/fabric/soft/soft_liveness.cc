@@ -15,7 +15,7 @@
 #include <cstddef>
 #include <cstring>
 
-#include "engine/fabric/soft/soft_internal.h"
+#include "fabric/soft/soft_internal.h"
 
 namespace tent::fabric::soft {
 

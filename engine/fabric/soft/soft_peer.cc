@@ -11,7 +11,7 @@
 #include <cstdio>
 #include <cstring>
 
-#include "engine/fabric/soft/soft_internal.h"
+#include "fabric/soft/soft_internal.h"
 #include "tent/log.h"
 
 namespace tent::fabric::soft {

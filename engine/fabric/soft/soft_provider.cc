@@ -1,5 +1,5 @@
 // The soft provider: device list, shared-memory allocation and lifetime.
-#include "engine/fabric/soft/soft_provider.h"
+#include "fabric/soft/soft_provider.h"
 
 #include <dirent.h>
 #include <fcntl.h>
@@ -18,7 +18,7 @@
 #include <set>
 #include <string>
 
-#include "engine/fabric/soft/soft_internal.h"
+#include "fabric/soft/soft_internal.h"
 #include "tent/log.h"
 
 namespace tent::fabric::soft {

@@ -10,8 +10,8 @@
 #include <vector>
 
 #include "config/config.h"
-#include "engine/common/clock.h"
-#include "engine/fabric/fabric.h"
+#include "base/clock.h"
+#include "fabric/fabric.h"
 #include "topology/topology.h"
 
 namespace tent::fabric::soft {

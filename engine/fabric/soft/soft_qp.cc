@@ -2,7 +2,7 @@
 #include <bit>
 #include <string>
 
-#include "engine/fabric/soft/soft_internal.h"
+#include "fabric/soft/soft_internal.h"
 #include "tent/log.h"
 
 namespace tent::fabric::soft {

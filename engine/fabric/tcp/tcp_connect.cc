@@ -18,8 +18,8 @@
 #include <cerrno>
 #include <cstring>
 
-#include "engine/common/clock.h"
-#include "engine/fabric/tcp/tcp_internal.h"
+#include "base/clock.h"
+#include "fabric/tcp/tcp_internal.h"
 #include "tent/log.h"
 
 namespace tent::fabric::tcp {

@@ -14,7 +14,7 @@
 #include <cstdint>
 #include <memory>
 
-#include "engine/fabric/fabric.h"
+#include "fabric/fabric.h"
 
 namespace tent::fabric::tcp {
 

@@ -1,6 +1,6 @@
 // The tcp provider's CQ: push (service thread) and poll (any thread). Lock-free, no
 // allocation, no syscall.
-#include "engine/fabric/tcp/tcp_cq.h"
+#include "fabric/tcp/tcp_cq.h"
 
 namespace tent::fabric::tcp {
 

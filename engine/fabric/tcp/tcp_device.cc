@@ -6,7 +6,7 @@
 #include <cstring>
 #include <string>
 
-#include "engine/fabric/tcp/tcp_device.h"
+#include "fabric/tcp/tcp_device.h"
 #include "tent/log.h"
 
 namespace tent::fabric::tcp {

@@ -4,7 +4,7 @@
 
 #include <memory>
 
-#include "engine/fabric/tcp/tcp_internal.h"
+#include "fabric/tcp/tcp_internal.h"
 
 namespace tent::fabric::tcp {
 

@@ -29,10 +29,10 @@
 #include <vector>
 
 #include "config/config.h"
-#include "engine/fabric/fabric.h"
-#include "engine/fabric/tcp/tcp_cq.h"
-#include "engine/fabric/tcp/tcp_mr.h"
-#include "engine/fabric/tcp/tcp_wire.h"
+#include "fabric/fabric.h"
+#include "fabric/tcp/tcp_cq.h"
+#include "fabric/tcp/tcp_mr.h"
+#include "fabric/tcp/tcp_wire.h"
 
 namespace tent::fabric::tcp {
 

@@ -1,5 +1,5 @@
 // The tcp provider's memory-region table: registration and deregistration.
-#include "engine/fabric/tcp/tcp_mr.h"
+#include "fabric/tcp/tcp_mr.h"
 
 #include <sched.h>
 

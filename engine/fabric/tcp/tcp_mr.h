@@ -19,7 +19,7 @@
 #include <mutex>
 #include <vector>
 
-#include "engine/fabric/rc_rules.h"
+#include "fabric/rc_rules.h"
 #include "tent/status.h"
 
 namespace tent::fabric::tcp {

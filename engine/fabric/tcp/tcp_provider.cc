@@ -1,5 +1,5 @@
 // The tcp provider: its devices, transfer memory and lifetime.
-#include "engine/fabric/tcp/tcp_provider.h"
+#include "fabric/tcp/tcp_provider.h"
 
 #include <sys/mman.h>
 #include <sys/syscall.h>
@@ -11,7 +11,7 @@
 #include <set>
 #include <string>
 
-#include "engine/fabric/tcp/tcp_device.h"
+#include "fabric/tcp/tcp_device.h"
 #include "tent/log.h"
 
 namespace tent::fabric::tcp {

@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "config/config.h"
-#include "engine/fabric/fabric.h"
+#include "fabric/fabric.h"
 
 namespace tent::fabric::tcp {
 

@@ -3,7 +3,7 @@
 #include <bit>
 #include <string>
 
-#include "engine/fabric/tcp/tcp_internal.h"
+#include "fabric/tcp/tcp_internal.h"
 #include "tent/log.h"
 
 namespace tent::fabric::tcp {

@@ -7,8 +7,8 @@
 
 #include <cerrno>
 
-#include "engine/fabric/rc_rules.h"
-#include "engine/fabric/tcp/tcp_internal.h"
+#include "fabric/rc_rules.h"
+#include "fabric/tcp/tcp_internal.h"
 
 namespace tent::fabric::tcp {
 

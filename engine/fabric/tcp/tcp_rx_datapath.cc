@@ -13,8 +13,8 @@
 #include <algorithm>
 #include <cerrno>
 
-#include "engine/fabric/rc_rules.h"
-#include "engine/fabric/tcp/tcp_internal.h"
+#include "fabric/rc_rules.h"
+#include "fabric/tcp/tcp_internal.h"
 
 namespace tent::fabric::tcp {
 

@@ -11,7 +11,7 @@
 #include <cstring>
 #include <string>
 
-#include "engine/fabric/tcp/tcp_internal.h"
+#include "fabric/tcp/tcp_internal.h"
 
 namespace tent::fabric::tcp {
 

@@ -16,7 +16,7 @@
 
 #include <cerrno>
 
-#include "engine/fabric/tcp/tcp_internal.h"
+#include "fabric/tcp/tcp_internal.h"
 
 namespace tent::fabric::tcp {
 

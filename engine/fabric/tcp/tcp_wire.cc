@@ -1,5 +1,5 @@
 // The tcp provider's wire format (see tcp_wire.h). Pure functions over byte arrays.
-#include "engine/fabric/tcp/tcp_wire.h"
+#include "fabric/tcp/tcp_wire.h"
 
 #include <cstring>
 

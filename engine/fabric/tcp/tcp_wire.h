@@ -20,7 +20,7 @@
 #include <cstddef>
 #include <cstdint>
 
-#include "engine/fabric/fabric.h"
+#include "fabric/fabric.h"
 
 namespace tent::fabric::tcp {
 

@@ -7,7 +7,7 @@
 #include <cstring>
 #include <fstream>
 
-#include "engine/fabric/verbs/verbs_objects.h"
+#include "fabric/verbs/verbs_objects.h"
 #include "tent/log.h"
 
 namespace tent::fabric::verbs {

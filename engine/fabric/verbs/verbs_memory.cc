@@ -9,7 +9,7 @@
 #include <cstdint>
 #include <cstring>
 
-#include "engine/fabric/verbs/verbs_objects.h"
+#include "fabric/verbs/verbs_objects.h"
 #include "tent/log.h"
 
 namespace tent::fabric::verbs {

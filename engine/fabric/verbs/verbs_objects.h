@@ -28,8 +28,8 @@
 #include <vector>
 
 #include "config/config.h"
-#include "engine/fabric/fabric.h"
-#include "engine/fabric/verbs/verbs_ops.h"
+#include "fabric/fabric.h"
+#include "fabric/verbs/verbs_ops.h"
 
 namespace tent::fabric::verbs {
 

@@ -1,6 +1,6 @@
 // realVerbsOps(): the production table. The lambdas wrap what verbs.h defines as
 // static inlines or macros, so every entry is a plain function pointer.
-#include "engine/fabric/verbs/verbs_ops.h"
+#include "fabric/verbs/verbs_ops.h"
 
 #include <atomic>
 

@@ -12,7 +12,7 @@
 #include <cstdint>
 #include <memory>
 
-#include "engine/fabric/fabric.h"
+#include "fabric/fabric.h"
 
 namespace tent::config {
 struct VerbsFabricConfig;

@@ -1,11 +1,11 @@
 // The verbs provider and its factories: list rdma-core's devices, open the
 // configured ones. Without any device: NotFound, never a crash.
-#include "engine/fabric/verbs/verbs_provider.h"
+#include "fabric/verbs/verbs_provider.h"
 
 #include <algorithm>
 
 #include "config/config.h"
-#include "engine/fabric/verbs/verbs_objects.h"
+#include "fabric/verbs/verbs_objects.h"
 #include "tent/log.h"
 
 namespace tent::fabric {

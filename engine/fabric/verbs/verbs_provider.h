@@ -4,7 +4,7 @@
 #include <cstddef>
 #include <memory>
 
-#include "engine/fabric/fabric.h"
+#include "fabric/fabric.h"
 
 namespace tent::config {
 struct VerbsFabricConfig;

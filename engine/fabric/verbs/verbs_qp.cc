@@ -3,7 +3,7 @@
 #include <bit>
 #include <cstring>
 
-#include "engine/fabric/verbs/verbs_objects.h"
+#include "fabric/verbs/verbs_objects.h"
 #include "tent/log.h"
 
 namespace tent::fabric::verbs {

@@ -1,0 +1,99 @@
+// DatapathContext: what pollers and the direct path may use - the config, the rail
+// map, the contexts, the segment table and its endpoint lookups, the slice pool,
+// routing, and the control requests - and nothing of the control plane. Every
+// method here is datapath: noexcept, no allocation, no lock, no blocking call.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <vector>
+
+#include "config/config.h"
+#include "model/control_requests.h"
+#include "model/datapath_stats.h"
+#include "model/rdma_task.h"
+#include "model/segment_table.h"
+#include "topology/rail_map.h"
+
+namespace tent::rdma {
+
+class RdmaContext;
+class RdmaEndPoint;
+class SlicePoller;
+class DirectPath;
+
+class DatapathContext {
+ public:
+  DatapathContext(const config::Config& config, const topology::RailMap& rails,
+                  std::vector<RdmaContext*> contexts, SegmentTable& segments, SlicePool& slices,
+                  ControlRequests& requests)
+      : config_(config),
+        rails_(rails),
+        contexts_(std::move(contexts)),
+        segments_(segments),
+        slices_(slices),
+        requests_(requests),
+        priority_lane_(config::priorityLaneOn(config)) {}
+
+  // Set once at start-up (control path).
+  void setPollers(std::vector<SlicePoller*> by_index, std::vector<SlicePoller*> rail_of_context) {
+    by_index_ = std::move(by_index);
+    rail_of_context_ = std::move(rail_of_context);
+  }
+  void setDirect(DirectPath* direct) { direct_ = direct; }
+  // The longest WR every device carries (the smallest max message size).
+  void setMaxWrBytes(uint64_t bytes) { max_wr_bytes_ = bytes; }
+
+  const config::Config& config() const noexcept { return config_; }
+  const topology::RailMap& rails() const noexcept { return rails_; }
+  size_t contextCount() const noexcept { return contexts_.size(); }
+  RdmaContext& context(size_t i) const noexcept { return *contexts_[i]; }
+  SegmentTable& segments() const noexcept { return segments_; }
+  SlicePool& slicePool() const noexcept { return slices_; }
+  DirectPath& direct() const noexcept { return *direct_; }
+  SlicePoller* railPoller(uint32_t context) const noexcept { return rail_of_context_[context]; }
+  uint64_t maxWrBytes() const noexcept { return max_wr_bytes_; }
+  // workers.priority_lane, resolved: latency-sensitive worker slices go to rail pollers.
+  bool priorityLane() const noexcept { return priority_lane_; }
+  const CompletionCounters& completions() const noexcept { return completions_; }
+
+  // ---- endpoints ----
+  // kReady with *out set; kConnecting after asking for a connect; kFailed when the
+  // peer is unreachable or backing off; kUnknown without such a segment/device.
+  EndpointLookup lookup(uint32_t context, SegmentId segment, uint32_t peer_device, uint64_t now,
+                        RdmaEndPoint** out) const noexcept;
+  // Retires `ep` (completion error, post failure, timeout): the first caller queues it.
+  void requestReset(RdmaEndPoint* ep) const noexcept;
+
+  // ---- slices ----
+  // Picks the device pair for a slice (first try and retries); false when none.
+  bool routeSlice(RdmaSlice& slice, uint64_t now) const noexcept;
+  uint64_t pausedMask(uint64_t now) const noexcept;
+  // The poller that carries the slice: its context's rail poller when the task takes
+  // the priority lane, else the background poller owning its endpoint slot.
+  SlicePoller* pollerFor(const RdmaTask& task, const RdmaSlice& slice) const noexcept;
+  // Hands the slice to its poller; false when that poller's ring is full.
+  bool enqueue(RdmaTask& task, RdmaSlice* slice) const noexcept;
+  // Accounts the slice's result (bytes per device and intent, a missed deadline when
+  // it completes its task late) and frees it. Its WR, if any, has completed.
+  void finishSlice(RdmaSlice* slice, SliceResult result) const noexcept;
+  // finishSlice() without the release: the caller returns the slice to the pool
+  // (an lcore batches its pass's finished slices into one SlicePool::releaseBurst).
+  void accountSlice(RdmaSlice* slice, SliceResult result) const noexcept;
+
+ private:
+  const config::Config& config_;
+  const topology::RailMap& rails_;
+  std::vector<RdmaContext*> contexts_;
+  SegmentTable& segments_;
+  SlicePool& slices_;
+  ControlRequests& requests_;
+  std::vector<SlicePoller*> by_index_;
+  std::vector<SlicePoller*> rail_of_context_;
+  DirectPath* direct_ = nullptr;
+  uint64_t max_wr_bytes_ = uint64_t{1} << 31;
+  const bool priority_lane_;
+  CompletionCounters completions_;
+};
+
+}  // namespace tent::rdma

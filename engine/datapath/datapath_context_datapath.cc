@@ -1,0 +1,102 @@
+// Endpoint lookups, routing and slice hand-off for pollers and callers. Runs inside
+// an ebr::ReadSection (the caller's), never allocates or blocks.
+#include "datapath/datapath_context.h"
+#include "model/rdma_context.h"
+#include "model/rdma_endpoint.h"
+#include "datapath/slice_poller.h"
+#include "model/slicing.h"
+
+namespace tent::rdma {
+
+EndpointLookup DatapathContext::lookup(uint32_t context, SegmentId segment, uint32_t peer_device,
+                                       uint64_t now, RdmaEndPoint** out) const noexcept {
+  SegmentRecord* rec = segments_.find(segment);
+  if (rec == nullptr) return EndpointLookup::kUnknown;
+  if (!rec->up.load(std::memory_order_acquire)) return EndpointLookup::kFailed;
+  EndpointSlot* slot = rec->slot(context, peer_device);
+  if (slot == nullptr) return EndpointLookup::kUnknown;
+  if (RdmaEndPoint* ep = slot->ready.load(std::memory_order_acquire)) {
+    if (!ep->ready()) return EndpointLookup::kConnecting;  // being retired: a new one follows
+    ep->touch();
+    *out = ep;
+    return EndpointLookup::kReady;
+  }
+  switch (slot->slotState()) {
+    case SlotState::kConnecting:
+      return EndpointLookup::kConnecting;
+    case SlotState::kBackoff:
+      if (now < slot->retry_at_ns.load(std::memory_order_acquire)) return EndpointLookup::kFailed;
+      [[fallthrough]];
+    case SlotState::kIdle:
+      requests_.queue(slot);
+      return EndpointLookup::kConnecting;
+  }
+  return EndpointLookup::kFailed;
+}
+
+void DatapathContext::requestReset(RdmaEndPoint* ep) const noexcept {
+  if (!ep->beginReset()) return;
+  SegmentRecord* rec = segments_.find(ep->segment());
+  EndpointSlot* slot = rec ? rec->slot(ep->context().index(), ep->peerDevice()) : nullptr;
+  // A slot that no longer holds `ep` means the control plane is retiring it already.
+  if (slot != nullptr && slot->ready.load(std::memory_order_acquire) == ep) requests_.queue(slot);
+}
+
+uint64_t DatapathContext::pausedMask(uint64_t now) const noexcept {
+  uint64_t mask = 0;
+  for (size_t i = 0; i < contexts_.size(); ++i)
+    if (contexts_[i]->paused(now)) mask |= 1ull << i;
+  return mask;
+}
+
+bool DatapathContext::routeSlice(RdmaSlice& s, uint64_t now) const noexcept {
+  const RdmaTask& task = *s.task;
+  uint32_t candidates[kMaxDevices];
+  size_t n = localCandidates(rails_, task.location, task.device_mask, pausedMask(now), candidates,
+                             kMaxDevices);
+  if (n == 0) return false;
+  uint32_t local = candidates[(s.rr_hint + s.retries) % n];
+  const auto& tb = task.peer->descriptor.buffers[task.target_buffer];
+  const auto& region = regionAt(tb, s.target_addr);
+  int peer = choosePeerDevice(task.peer->same_name, local, region.rank0,
+                              static_cast<uint32_t>(task.peer->descriptor.devices.size()),
+                              s.rr_hint + s.retries);
+  if (peer < 0) return false;
+  s.local_device = static_cast<uint16_t>(local);
+  s.peer_device = static_cast<uint16_t>(peer);
+  return true;
+}
+
+SlicePoller* DatapathContext::pollerFor(const RdmaTask& task, const RdmaSlice& s) const noexcept {
+  // The priority lane: the context's rail poller, never behind bulk.
+  if (task.priority_lane) return rail_of_context_[s.local_device];
+  SegmentRecord* rec = segments_.find(s.segment);
+  EndpointSlot* slot = rec ? rec->slot(s.local_device, s.peer_device) : nullptr;
+  return slot ? by_index_[slot->owner] : nullptr;
+}
+
+bool DatapathContext::enqueue(RdmaTask& task, RdmaSlice* s) const noexcept {
+  SlicePoller* p = pollerFor(task, *s);
+  if (p == nullptr) return false;
+  if (task.priority_lane) p->countForeground();
+  return p->enqueue(&s, 1) == 1;
+}
+
+void DatapathContext::finishSlice(RdmaSlice* s, SliceResult result) const noexcept {
+  accountSlice(s, result);
+  slices_.release(s);
+}
+
+void DatapathContext::accountSlice(RdmaSlice* s, SliceResult result) const noexcept {
+  RdmaTask& task = *s->task;
+  const uint64_t bytes = result == SliceResult::kSuccess ? s->length : 0;
+  const uint64_t deadline = task.request.deadline_ns;  // read before the task may go
+  if (bytes) completions_.addBytes(s->local_device, task.request.intent_type, bytes);
+  TransferState published = TransferState::PENDING;
+  updateSliceStatus(task, bytes, result, &published);
+  // Late but complete: the bytes are there; the deadline counts as missed.
+  if (published == TransferState::COMPLETED && deadline != 0 && steadyNowNs() > deadline)
+    completions_.countMissed();
+}
+
+}  // namespace tent::rdma

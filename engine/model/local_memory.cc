@@ -1,0 +1,190 @@
+#include "model/local_memory.h"
+
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <algorithm>
+
+#include "base/ebr.h"
+#include "model/rdma_context.h"
+#include "model/slicing.h"
+
+namespace tent::rdma {
+
+namespace {
+
+// Local READs land in the buffer, so it is always locally writable.
+uint32_t fabricAccess(MemoryAccess access) {
+  uint32_t flags = fabric::kAccessLocalWrite;
+  if (static_cast<uint8_t>(access) & static_cast<uint8_t>(MemoryAccess::kRemoteRead))
+    flags |= fabric::kAccessRemoteRead;
+  if (static_cast<uint8_t>(access) & static_cast<uint8_t>(MemoryAccess::kRemoteWrite))
+    flags |= fabric::kAccessRemoteWrite;
+  return flags;
+}
+
+// NUMA node of the page at `addr` (-1 unknown), via move_pages(2) in query mode.
+int numaOfPage(void* addr) {
+  void* pages[1] = {addr};
+  int status[1] = {-1};
+  long r = ::syscall(SYS_move_pages, 0, 1UL, pages, nullptr, status, 0);
+  return (r == 0 && status[0] >= 0) ? status[0] : -1;
+}
+
+// Splits a buffer into regions by the NUMA node of sampled pages (at most 64 samples).
+void probeRegions(const topology::RailMap& rails, LocalBuffer* b) {
+  const uint64_t chunks = std::min<uint64_t>(64, (b->length + (2u << 20) - 1) / (2u << 20));
+  const uint64_t step = (b->length + chunks - 1) / chunks;
+  for (uint64_t off = 0; off < b->length; off += step) {
+    int numa = numaOfPage(reinterpret_cast<void*>(b->addr + off));
+    std::string name = numa >= 0 ? "cpu:" + std::to_string(numa) : "*";
+    uint64_t len = std::min(step, b->length - off);
+    if (!b->region_locations.empty() && b->region_locations.back() == name) {
+      b->layout.regions.back().length += len;
+      continue;
+    }
+    b->layout.regions.push_back({b->addr + off, len, rails.locationId(name)});
+    b->region_locations.push_back(name);
+  }
+}
+
+bool validAccess(MemoryAccess a) {
+  return a == MemoryAccess::kRemoteRead || a == MemoryAccess::kRemoteWrite ||
+         a == MemoryAccess::kRemoteReadWrite;
+}
+
+}  // namespace
+
+LocalMemory::LocalMemory(std::vector<RdmaContext*> contexts, const topology::RailMap& rails)
+    : contexts_(std::move(contexts)), rails_(rails) {
+  std::lock_guard<std::mutex> lock(mu_);
+  publishLocked(std::make_shared<LocalBufferTable>());
+}
+
+LocalMemory::~LocalMemory() {
+  // The engine is closing: no datapath reader is left.
+  delete view_.load(std::memory_order_acquire);
+  for (auto& r : retired_) delete r.first;
+}
+
+std::shared_ptr<const LocalBufferTable> LocalMemory::table() const {
+  std::lock_guard<std::mutex> lock(mu_);  // view_ changes only under it
+  return view_.load(std::memory_order_relaxed)->table;
+}
+
+size_t LocalMemory::retiredViews() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return retired_.size();
+}
+
+void LocalMemory::publishLocked(std::shared_ptr<const LocalBufferTable> table) {
+  const LocalTableView* old =
+      view_.exchange(new LocalTableView{std::move(table)}, std::memory_order_acq_rel);
+  if (old) retired_.emplace_back(old, ebr::retire());
+  reapLocked();
+}
+
+void LocalMemory::reapLocked() {
+  std::erase_if(retired_, [](const auto& r) {
+    if (!ebr::quiescentSince(r.second)) return false;
+    delete r.first;
+    return true;
+  });
+}
+
+void LocalMemory::setIdentity(std::string segment_name, uint64_t instance) {
+  segment_name_ = std::move(segment_name);
+  instance_ = instance;
+}
+
+Status LocalMemory::registerBuffer(void* addr, size_t length, const Location& location,
+                                   bool engine_allocated, MemoryAccess access) {
+  if (!addr || length == 0) return Status::InvalidArgument("register: null address or zero length");
+  if (!validAccess(access)) return Status::InvalidArgument("register: unknown memory access mode");
+  auto b = std::make_shared<LocalBuffer>();
+  b->addr = reinterpret_cast<uint64_t>(addr);
+  b->length = length;
+  b->engine_allocated = engine_allocated;
+  for (RdmaContext* ctx : contexts_) {
+    auto mr = ctx->device().registerMemory(addr, length, fabricAccess(access));
+    if (!mr.ok()) return mr.status().withContext("register memory on " + ctx->name());
+    b->lkeys.push_back((*mr)->lkey());
+    b->rkeys.push_back((*mr)->rkey());
+    b->mrs.push_back(std::move(mr).value());
+  }
+  b->layout.addr = b->addr;
+  b->layout.length = length;
+  if (location == "*" || location.empty()) {
+    probeRegions(rails_, b.get());
+  } else {
+    b->layout.regions.push_back({b->addr, length, rails_.locationId(location)});
+    b->region_locations.push_back(location);
+  }
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto table = std::make_shared<LocalBufferTable>(*view_.load(std::memory_order_relaxed)->table);
+    for (const auto& other : table->buffers)
+      if (b->addr < other->addr + other->length && other->addr < b->addr + length)
+        return Status::AlreadyExists("register: range overlaps a registered buffer");
+    auto pos = std::upper_bound(table->buffers.begin(), table->buffers.end(), b->addr,
+                                [](uint64_t a, const auto& x) { return a < x->addr; });
+    table->layouts.insert(table->layouts.begin() + (pos - table->buffers.begin()), b->layout);
+    table->buffers.insert(pos, std::move(b));
+    table->version = ++version_;
+    publishLocked(std::move(table));
+  }
+  if (on_change_) on_change_();
+  return Status::OK();
+}
+
+Status LocalMemory::unregisterBuffer(void* addr) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto table = std::make_shared<LocalBufferTable>(*view_.load(std::memory_order_relaxed)->table);
+    auto it = std::find_if(table->buffers.begin(), table->buffers.end(), [&](const auto& b) {
+      return b->addr == reinterpret_cast<uint64_t>(addr);
+    });
+    if (it == table->buffers.end())
+      return Status::NotFound("unregister: no buffer registered at this address");
+    table->layouts.erase(table->layouts.begin() + (it - table->buffers.begin()));
+    table->buffers.erase(it);
+    table->version = ++version_;
+    publishLocked(std::move(table));
+  }
+  if (on_change_) on_change_();
+  return Status::OK();
+}
+
+metadata::SegmentDescriptor LocalMemory::buildDescriptor(const LocalBufferTable& table) const {
+  metadata::SegmentDescriptor d;
+  d.name = segment_name_;
+  d.instance = instance_;
+  d.version = table.version;
+  for (RdmaContext* ctx : contexts_)
+    d.devices.push_back(
+        {ctx->name(), ctx->device().portIdentity(), ctx->device().info().numa_node});
+  uint32_t ranked[kMaxDevices];
+  for (const auto& b : table.buffers) {
+    metadata::BufferDescriptor bd{b->addr, b->length, {}, b->rkeys};
+    for (size_t i = 0; i < b->layout.regions.size(); ++i) {
+      const auto& r = b->layout.regions[i];
+      size_t n = rails_.preferred(r.location, ~0ull, ranked, kMaxDevices);
+      metadata::RegionDescriptor rd{r.addr, r.length, b->region_locations[i], {}};
+      for (size_t k = 0; k < n; ++k) rd.rank0.push_back(static_cast<uint16_t>(ranked[k]));
+      bd.regions.push_back(std::move(rd));
+    }
+    d.buffers.push_back(std::move(bd));
+  }
+  return d;
+}
+
+metadata::SegmentDescriptor LocalMemory::descriptor() const {
+  return buildDescriptor(*table());
+}
+
+std::vector<uint8_t> LocalMemory::encodedDescriptor(uint16_t version) const {
+  return metadata::encodeDescriptor(descriptor(),
+                                    std::min<uint16_t>(version, metadata::kDescriptorVersion));
+}
+
+}  // namespace tent::rdma

@@ -1,0 +1,78 @@
+// Local memory: buffers registered on every device, the table the datapath resolves
+// sources against (an immutable snapshot, replaced on every change), and the local
+// segment descriptor peers fetch. Control path, any thread (one mutex); the datapath
+// reads the current snapshot through view() inside an EBR read section (one load,
+// no lock: a std::atomic<std::shared_ptr> load takes a spin lock and two atomics).
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "wire/segment_descriptor.h"
+#include "model/segments.h"
+#include "tent/transfer_engine.h"
+#include "topology/rail_map.h"
+
+namespace tent::rdma {
+
+class RdmaContext;
+
+// What the datapath loads: the current snapshot. A task copies `table` (one
+// reference) to keep it for its slices; a replaced view is freed after an EBR grace
+// period, so a reader inside a section may use it without a reference.
+struct LocalTableView {
+  std::shared_ptr<const LocalBufferTable> table;
+};
+
+class LocalMemory {
+ public:
+  LocalMemory(std::vector<RdmaContext*> contexts, const topology::RailMap& rails);
+
+  // Set once the control listener knows the segment name.
+  void setIdentity(std::string segment_name, uint64_t instance);
+  // Called after every change, outside the lock (the control plane pushes descriptors).
+  void onChange(std::function<void()> fn) { on_change_ = std::move(fn); }
+
+  Status registerBuffer(void* addr, size_t length, const Location& location, bool engine_allocated,
+                        MemoryAccess access);
+  Status unregisterBuffer(void* addr);
+  ~LocalMemory();
+  LocalMemory(const LocalMemory&) = delete;
+  LocalMemory& operator=(const LocalMemory&) = delete;
+
+  // The current snapshot, for the control path (takes the mutex).
+  std::shared_ptr<const LocalBufferTable> table() const;
+  // The datapath's: valid until the caller leaves its EBR read section.
+  const LocalTableView* view() const noexcept { return view_.load(std::memory_order_acquire); }
+  // Replaced views not freed yet (a reader may still be inside its section); for tests.
+  size_t retiredViews() const;
+  metadata::SegmentDescriptor descriptor() const;
+  std::vector<uint8_t> encodedDescriptor(uint16_t version) const;
+  uint64_t instance() const noexcept { return instance_; }
+  const std::string& segmentName() const noexcept { return segment_name_; }
+
+ private:
+  metadata::SegmentDescriptor buildDescriptor(const LocalBufferTable& table) const;
+
+  std::vector<RdmaContext*> contexts_;
+  const topology::RailMap& rails_;
+  std::string segment_name_;
+  uint64_t instance_ = 0;
+  std::function<void()> on_change_;
+  // Under mu_: publishes `table` and retires the view it replaces.
+  void publishLocked(std::shared_ptr<const LocalBufferTable> table);
+  // Under mu_: frees retired views no reader can still hold.
+  void reapLocked();
+
+  mutable std::mutex mu_;
+  std::atomic<const LocalTableView*> view_{nullptr};                 // replaced under mu_
+  std::vector<std::pair<const LocalTableView*, uint64_t>> retired_;  // view, EBR epoch
+  uint64_t version_ = 0;                                             // under mu_
+};
+
+}  // namespace tent::rdma

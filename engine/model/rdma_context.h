@@ -1,0 +1,99 @@
+// RdmaContext: one per fabric device. Owns the device's completion queues: one
+// data CQ per posting poller (so no CQ is polled by two threads), the direct CQ
+// (polled by callers and the context's rail poller) and a passive CQ for QPs a
+// peer connected to us (one-sided targets: it never sees a completion).
+// Also the direct lane owner and the device's health (error streak, pause).
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "config/config.h"
+#include "fabric/fabric.h"
+#include "tent/status.h"
+
+namespace tent::rdma {
+
+struct RdmaTask;
+class RdmaEndPoint;
+
+class RdmaContext {
+ public:
+  static constexpr uint32_t kMaxLaneDepth = 64;  // = the range of direct.qp_depth (a test)
+
+  RdmaContext(uint32_t index, fabric::Device& device) : index_(index), device_(device) {}
+  RdmaContext(const RdmaContext&) = delete;
+  RdmaContext& operator=(const RdmaContext&) = delete;
+
+  // What CQs the context needs: a data CQ per posting poller that posts on it (0 = none:
+  // that poller never posts here), the direct CQ, the passive CQ, the direct lane depth.
+  struct CqPlan {
+    std::vector<uint32_t> data_cq_depth;
+    uint32_t direct_cq_depth = 0;
+    uint32_t passive_cq_depth = 0;
+    uint32_t lane_depth = 1;
+  };
+  // Control path: creates the CQs of the plan.
+  Status init(const CqPlan& plan);
+
+  uint32_t index() const noexcept { return index_; }
+  fabric::Device& device() noexcept { return device_; }
+  const std::string& name() const noexcept { return device_.info().name; }
+  fabric::CompletionQueue* dataCq(uint32_t poller) const noexcept {
+    return data_cqs_[poller].get();
+  }
+  fabric::CompletionQueue* directCq() const noexcept { return direct_cq_.get(); }
+  fabric::CompletionQueue* passiveCq() const noexcept { return passive_cq_.get(); }
+  uint32_t postingPollers() const noexcept { return static_cast<uint32_t>(data_cqs_.size()); }
+
+  // Direct lane: at most `lane_depth` latency-sensitive tasks at a time per context
+  // (direct.qp_depth; 1 = the RFC's single owner).
+  bool tryAcquireDirectLane(const RdmaTask* task) noexcept { return acquireLaneSlot(task) >= 0; }
+  // The lane slot acquired, or -1 when every slot is busy.
+  int acquireLaneSlot(const RdmaTask* task) noexcept;
+  // Releases only a lane slot `task` owns, and its timeout slot;
+  // returns whether it did.
+  bool releaseDirectLane(const RdmaTask* task) noexcept;
+  // What a lane slot carries while its WR is posted, for the software timeout:
+  // the post time (0 = idle) and the endpoint to reset when it expires.
+  void notePosted(int slot, uint64_t post_ns, RdmaEndPoint* ep) noexcept;
+  // Endpoints whose direct WR has been posted longer than `limit_ns` (at most one per slot).
+  size_t expiredLanes(uint64_t now, uint64_t limit_ns, RdmaEndPoint** out,
+                      size_t max) const noexcept;
+  uint32_t laneDepth() const noexcept { return lane_depth_; }
+  uint32_t lanesInUse() const noexcept;
+  // The task holding a lane slot here no longer has a caller that will poll for it
+  // (canceled, failing, its batch freed, or its WR expired): the rail poller reaps
+  // this context's direct CQ even with direct.poll_by_rail false. Any thread.
+  void markAbandoned(const RdmaTask* task) noexcept;
+  // Does a held lane need the rail poller: abandoned, or posted longer than `limit_ns`?
+  bool needsReaper(uint64_t now, uint64_t limit_ns) const noexcept;
+
+  // Device health: `threshold` consecutive errors pause the device for `pause_ns`.
+  void recordSliceError(uint32_t threshold, uint64_t pause_ns, uint64_t now_ns) noexcept;
+  void recordSliceSuccess() noexcept { error_streak_.store(0, std::memory_order_relaxed); }
+  bool paused(uint64_t now_ns) const noexcept {
+    return paused_until_ns_.load(std::memory_order_relaxed) > now_ns;
+  }
+  uint64_t pauses() const noexcept { return pauses_.load(std::memory_order_relaxed); }
+
+ private:
+  uint32_t index_;
+  fabric::Device& device_;
+  std::vector<std::unique_ptr<fabric::CompletionQueue>> data_cqs_;
+  std::unique_ptr<fabric::CompletionQueue> direct_cq_;
+  std::unique_ptr<fabric::CompletionQueue> passive_cq_;
+  uint32_t lane_depth_ = 1;
+  alignas(64) std::atomic<const RdmaTask*> direct_lane_owner_[kMaxLaneDepth] = {};
+  std::atomic<uint64_t> lane_post_ns_[kMaxLaneDepth] = {};
+  std::atomic<RdmaEndPoint*> lane_endpoint_[kMaxLaneDepth] = {};
+  std::atomic<bool> lane_abandoned_[kMaxLaneDepth] = {};
+  alignas(64) std::atomic<uint32_t> error_streak_{0};
+  std::atomic<uint64_t> paused_until_ns_{0};
+  std::atomic<uint64_t> pauses_{0};
+};
+
+}  // namespace tent::rdma

@@ -1,0 +1,139 @@
+#include "model/rdma_endpoint.h"
+
+#include "model/rdma_context.h"
+#include "tent/log.h"
+
+namespace tent::rdma {
+
+std::string_view toString(EndpointState s) noexcept {
+  switch (s) {
+    case EndpointState::kHandshaking:
+      return "handshaking";
+    case EndpointState::kReady:
+      return "ready";
+    case EndpointState::kDestroying:
+      return "destroying";
+  }
+  return "?";
+}
+
+RdmaEndPoint::RdmaEndPoint(RdmaContext& context, SegmentId segment, uint32_t peer_device,
+                           uint64_t generation)
+    : context_(context), segment_(segment), peer_device_(peer_device), generation_(generation) {}
+
+RdmaEndPoint::~RdmaEndPoint() = default;
+
+namespace {
+Result<std::unique_ptr<fabric::QueuePair>> makeQp(fabric::Device& dev, fabric::CompletionQueue* cq,
+                                                  uint32_t depth) {
+  if (cq == nullptr) return Status::Internal("no CQ for this QP's poller on " + dev.info().name);
+  fabric::QpInitAttr attr;
+  attr.send_cq = cq;
+  attr.max_send_wr = depth;
+  attr.max_sge = 1;
+  return dev.createQp(attr);
+}
+}  // namespace
+
+Status RdmaEndPoint::createActiveQps(const EndpointQpShape& shape) {
+  shape_ = shape;
+  for (uint32_t i = 0; i < shape.data_qps; ++i) {
+    auto qp = makeQp(context_.device(), context_.dataCq(shape.owner_poller), shape.qp_depth);
+    if (!qp.ok()) return qp.status().withContext("data QP");
+    data_raw_.push_back(qp->get());
+    data_qps_.push_back(std::move(qp).value());
+  }
+  auto rail = makeQp(context_.device(), context_.dataCq(shape.rail_poller), shape.qp_depth);
+  if (!rail.ok()) return rail.status().withContext("rail QP");
+  rail_raw_ = rail->get();
+  data_qps_.push_back(std::move(rail).value());
+  if (shape.direct_depth == 0) return Status::OK();
+  auto qp = makeQp(context_.device(), context_.directCq(), shape.direct_depth);
+  if (!qp.ok()) return qp.status().withContext("direct QP");
+  direct_qp_ = std::move(qp).value();
+  direct_max_depth_ = shape.direct_depth;
+  return Status::OK();
+}
+
+Status RdmaEndPoint::createPassiveQps(uint32_t data_qps, bool direct) {
+  for (uint32_t i = 0; i < data_qps; ++i) {
+    auto qp = makeQp(context_.device(), context_.passiveCq(), 1);
+    if (!qp.ok()) return qp.status().withContext("passive data QP");
+    data_qps_.push_back(std::move(qp).value());
+  }
+  if (!direct) return Status::OK();
+  auto qp = makeQp(context_.device(), context_.passiveCq(), 1);
+  if (!qp.ok()) return qp.status().withContext("passive direct QP");
+  direct_qp_ = std::move(qp).value();
+  return Status::OK();
+}
+
+void RdmaEndPoint::fillBootstrap(metadata::BootstrapMessage* msg) const {
+  msg->data_qp_nums.clear();
+  for (const auto& qp : data_qps_) msg->data_qp_nums.push_back(qp->qpNum());
+  msg->direct_qp_num = direct_qp_ ? direct_qp_->qpNum() : 0;
+  msg->port = context_.device().portIdentity();
+  msg->generation = generation_;
+}
+
+Status RdmaEndPoint::connect(const metadata::BootstrapMessage& peer) {
+  if (peer.data_qp_nums.size() != data_qps_.size())
+    return Status::InvalidArgument("peer answered with " +
+                                   std::to_string(peer.data_qp_nums.size()) +
+                                   " data QPs, expected " + std::to_string(data_qps_.size()));
+  for (size_t i = 0; i < data_qps_.size(); ++i) {
+    fabric::QpRemote r{peer.data_qp_nums[i], peer.port, 0};
+    TENT_RETURN_IF_ERROR(fabric::connectQp(*data_qps_[i], r).withContext("data QP"));
+  }
+  // The direct QP is wired only when both sides advertise one.
+  if (direct_qp_ && peer.direct_qp_num != 0) {
+    fabric::QpRemote r{peer.direct_qp_num, peer.port, 0};
+    TENT_RETURN_IF_ERROR(fabric::connectQp(*direct_qp_, r).withContext("direct QP"));
+    direct_wired_ = true;
+  } else {
+    direct_qp_.reset();
+    direct_wired_ = false;
+  }
+  return Status::OK();
+}
+
+bool RdmaEndPoint::markReady() noexcept {
+  EndpointState expected = EndpointState::kHandshaking;
+  return state_.compare_exchange_strong(expected, EndpointState::kReady, std::memory_order_acq_rel);
+}
+
+bool RdmaEndPoint::beginReset() noexcept {
+  EndpointState s = state_.load(std::memory_order_acquire);
+  while (s != EndpointState::kDestroying) {
+    if (state_.compare_exchange_weak(s, EndpointState::kDestroying, std::memory_order_acq_rel))
+      return true;
+  }
+  return false;
+}
+
+void RdmaEndPoint::quiesce() {
+  beginReset();
+  for (auto& qp : data_qps_) (void)qp->modifyToError();
+  if (direct_qp_) (void)direct_qp_->modifyToError();
+}
+
+bool RdmaEndPoint::drained() const noexcept {
+  for (const auto& qp : data_qps_)
+    if (qp->outstanding() != 0) return false;
+  return directDepth() == 0;
+}
+
+uint32_t RdmaEndPoint::qpCount() const noexcept {
+  return static_cast<uint32_t>(data_qps_.size()) + (direct_qp_ ? 1u : 0u);
+}
+
+bool RdmaEndPoint::tryTakeDirectQuota() noexcept {
+  uint32_t depth = direct_wr_depth_.load(std::memory_order_relaxed);
+  while (depth < direct_max_depth_) {
+    if (direct_wr_depth_.compare_exchange_weak(depth, depth + 1, std::memory_order_acq_rel))
+      return true;
+  }
+  return false;
+}
+
+}  // namespace tent::rdma

@@ -1,0 +1,104 @@
+#include "model/rdma_task.h"
+
+#include <cassert>
+
+namespace tent::rdma {
+
+void RdmaTask::reset(const Request& req, uint32_t slices) noexcept {
+  request = req;
+  transferred_bytes.store(0, std::memory_order_relaxed);
+  slice_count = slices;
+  slices_left.store(slices, std::memory_order_relaxed);
+  refs.store(slices, std::memory_order_relaxed);
+  cancel_requested.store(false, std::memory_order_relaxed);
+  error.store(0, std::memory_order_relaxed);
+  direct.store(false, std::memory_order_relaxed);
+  direct_contexts.store(0, std::memory_order_relaxed);
+  state.store(static_cast<uint8_t>(TransferState::PENDING), std::memory_order_release);
+}
+
+TransferState errorState(SliceResult r) noexcept {
+  switch (r) {
+    case SliceResult::kTimeout:
+      return TransferState::TIMEOUT;
+    case SliceResult::kCanceled:
+      return TransferState::CANCELED;
+    default:
+      return TransferState::FAILED;
+  }
+}
+
+bool updateSliceStatus(RdmaTask& task, uint64_t bytes, SliceResult result,
+                       TransferState* published) noexcept {
+  bool finished = false;
+  if (result == SliceResult::kSuccess)
+    task.transferred_bytes.fetch_add(bytes, std::memory_order_relaxed);
+  else
+    task.recordError(errorState(result));
+  // acq_rel: the last slice sees every other slice's bytes and error before publishing.
+  if (task.slices_left.fetch_sub(1, std::memory_order_acq_rel) == 1) {
+    const uint8_t err = task.error.load(std::memory_order_acquire);
+    const TransferState to = err ? static_cast<TransferState>(err) : TransferState::COMPLETED;
+    assert(to != TransferState::COMPLETED ||
+           task.transferred_bytes.load(std::memory_order_relaxed) == task.request.length);
+    auto expected = static_cast<uint8_t>(TransferState::PENDING);
+    finished = task.state.compare_exchange_strong(expected, static_cast<uint8_t>(to),
+                                                  std::memory_order_acq_rel);
+    if (finished && published) *published = to;
+  }
+  // Last: after this the batch may be freed by another thread.
+  task.refs.fetch_sub(1, std::memory_order_release);
+  return finished;
+}
+
+SlicePool::SlicePool(uint32_t capacity) : slices_(capacity), head_(0) {
+  for (uint32_t i = 0; i < capacity; ++i)
+    slices_[i].free_next.store(i + 1 < capacity ? i + 1 : kNil, std::memory_order_relaxed);
+  head_.store(capacity ? 0 : kNil, std::memory_order_relaxed);
+}
+
+RdmaSlice* SlicePool::allocate() noexcept {
+  uint64_t head = head_.load(std::memory_order_acquire);
+  for (;;) {
+    uint32_t index = static_cast<uint32_t>(head);
+    if (index == kNil) return nullptr;
+    uint32_t next = slices_[index].free_next.load(std::memory_order_relaxed);
+    uint64_t tagged = ((head >> 32) + 1) << 32 | next;  // the tag defeats ABA
+    if (head_.compare_exchange_weak(head, tagged, std::memory_order_acq_rel))
+      return &slices_[index];
+  }
+}
+
+void SlicePool::release(RdmaSlice* slice) noexcept {
+  releaseBurst(&slice, 1);
+}
+
+void SlicePool::releaseBurst(RdmaSlice* const* slices, uint32_t n) noexcept {
+  if (n == 0) return;
+  auto index = [&](const RdmaSlice* s) { return static_cast<uint32_t>(s - slices_.data()); };
+  for (uint32_t i = 0; i < n; ++i) {
+    RdmaSlice* s = slices[i];
+    s->task = nullptr;
+    s->endpoint = nullptr;
+    s->next = s->prev = nullptr;
+    if (i + 1 < n) s->free_next.store(index(slices[i + 1]), std::memory_order_relaxed);
+  }
+  RdmaSlice* last = slices[n - 1];
+  uint64_t head = head_.load(std::memory_order_relaxed);
+  for (;;) {
+    last->free_next.store(static_cast<uint32_t>(head), std::memory_order_relaxed);
+    uint64_t tagged = ((head >> 32) + 1) << 32 | index(slices[0]);
+    if (head_.compare_exchange_weak(head, tagged, std::memory_order_acq_rel)) break;
+  }
+}
+
+uint32_t SlicePool::available() const noexcept {
+  uint32_t n = 0;
+  // Bounded by the capacity: a walk that races a push or pop cannot loop.
+  for (uint32_t i = static_cast<uint32_t>(head_.load(std::memory_order_acquire));
+       i != kNil && n < capacity(); i = slices_[i].free_next.load(std::memory_order_relaxed))
+    ++n;
+  return n;
+}
+
+}  // namespace tent::rdma

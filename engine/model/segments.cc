@@ -1,0 +1,47 @@
+#include "model/segments.h"
+
+#include <algorithm>
+#include <chrono>
+
+namespace tent::rdma {
+
+const LocalBuffer* LocalBufferTable::find(uint64_t addr, uint64_t length) const noexcept {
+  auto it = std::upper_bound(
+      buffers.begin(), buffers.end(), addr,
+      [](uint64_t a, const std::shared_ptr<LocalBuffer>& b) { return a < b->addr; });
+  if (it == buffers.begin()) return nullptr;
+  const LocalBuffer& b = **(it - 1);
+  uint64_t off = addr - b.addr;
+  if (off >= b.length || length > b.length - off) return nullptr;
+  return &b;
+}
+
+std::shared_ptr<const PeerSegment> makePeerSegment(SegmentId id, bool loopback,
+                                                   metadata::SegmentDescriptor descriptor,
+                                                   const std::vector<std::string>& local_devices,
+                                                   uint64_t now_ns) {
+  auto seg = std::make_shared<PeerSegment>();
+  seg->id = id;
+  seg->name = descriptor.name;
+  seg->loopback = loopback;
+  seg->descriptor = std::move(descriptor);
+  seg->fetched_ns = now_ns;
+  for (const auto& name : local_devices)
+    seg->same_name.push_back(seg->descriptor.deviceIndex(name));
+  return seg;
+}
+
+const metadata::RegionDescriptor& regionAt(const metadata::BufferDescriptor& buffer,
+                                           uint64_t addr) noexcept {
+  for (const auto& r : buffer.regions)
+    if (addr >= r.addr && addr - r.addr < r.length) return r;
+  return buffer.regions.back();
+}
+
+uint64_t steadyNowNs() noexcept {
+  return static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(
+                                   std::chrono::steady_clock::now().time_since_epoch())
+                                   .count());
+}
+
+}  // namespace tent::rdma

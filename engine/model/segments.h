@@ -1,0 +1,61 @@
+// Local registered buffers and the cached descriptors of peer segments.
+// Both are immutable snapshots behind shared_ptr: the control path publishes a
+// new snapshot, tasks keep the one they were routed with until their last slice.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "fabric/fabric.h"
+#include "wire/segment_descriptor.h"
+#include "tent/transfer_engine.h"
+#include "topology/rail_map.h"
+
+namespace tent::rdma {
+
+struct LocalBuffer {
+  uint64_t addr = 0;
+  uint64_t length = 0;
+  bool engine_allocated = false;
+  std::vector<std::unique_ptr<fabric::MemoryRegion>> mrs;  // per device index
+  std::vector<uint32_t> lkeys;                             // per device index
+  std::vector<uint32_t> rkeys;                             // per device index
+  topology::BufferLayout layout;
+  std::vector<std::string> region_locations;  // names, parallel to layout.regions
+};
+
+struct LocalBufferTable {
+  std::vector<std::shared_ptr<LocalBuffer>> buffers;  // sorted by addr
+  std::vector<topology::BufferLayout> layouts;        // parallel to buffers
+  uint64_t version = 0;                               // bumps with every change
+  // The buffer holding [addr, addr+length) or nullptr. No allocation.
+  const LocalBuffer* find(uint64_t addr, uint64_t length) const noexcept;
+};
+
+struct PeerSegment {
+  SegmentId id = 0;
+  std::string name;
+  bool loopback = false;  // LOCAL_SEGMENT_ID: our own descriptor
+  metadata::SegmentDescriptor descriptor;
+  // Local device index -> peer device of the same name, or -1.
+  std::vector<int> same_name;
+  uint64_t fetched_ns = 0;
+};
+
+// Builds a PeerSegment from a descriptor against our device names.
+std::shared_ptr<const PeerSegment> makePeerSegment(SegmentId id, bool loopback,
+                                                   metadata::SegmentDescriptor descriptor,
+                                                   const std::vector<std::string>& local_devices,
+                                                   uint64_t now_ns);
+
+// Region of `buffer` containing `addr` (the buffer must contain it).
+const metadata::RegionDescriptor& regionAt(const metadata::BufferDescriptor& buffer,
+                                           uint64_t addr) noexcept;
+
+// std::chrono::steady_clock in ns: the clock of a request's deadline_ns, so only
+// deadline checks read it. Every other engine timestamp is clock::engineNowNs().
+uint64_t steadyNowNs() noexcept;
+
+}  // namespace tent::rdma

@@ -1,0 +1,127 @@
+// RdmaTransport: wires the parts of the RDMA transport together and serves the
+// public API's requests.
+//   contexts      one per fabric device: its CQs, direct lane, health
+//   pollers       rail and background pollers on the lcores (the worker path)
+//   datapath      the narrow context pollers and the direct path see
+//   local memory  registered buffers and the local descriptor
+//   segments      the segment table (records, endpoint slots) the datapath reads
+//   control plane the event-loop thread: listener, sessions, endpoint lifecycles
+// Setup lives in rdma_transport.cc, submission and status in
+// rdma_transport_datapath.cc.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "config/config.h"
+#include "control/control_plane.h"
+#include "fabric/fabric.h"
+#include "model/control_requests.h"
+#include "datapath/datapath_context.h"
+#include "datapath/direct_path.h"
+#include "model/local_memory.h"
+#include "model/rdma_context.h"
+#include "model/rdma_task.h"
+#include "model/segment_table.h"
+#include "datapath/slice_poller.h"
+#include "lcore/runtime.h"
+#include "tent/transfer_engine.h"
+#include "topology/rail_map.h"
+
+namespace tent::rdma {
+
+class RdmaTransport {
+ public:
+  static Result<std::unique_ptr<RdmaTransport>> create(std::shared_ptr<const config::Config> config,
+                                                       fabric::Provider& provider,
+                                                       const topology::RailMap& rails);
+  ~RdmaTransport();
+  RdmaTransport(const RdmaTransport&) = delete;
+  RdmaTransport& operator=(const RdmaTransport&) = delete;
+
+  // ---- control path ----
+  const std::string& segmentName() const noexcept { return control_->segmentName(); }
+  uint64_t instance() const noexcept { return control_->instance(); }
+  Status registerBuffer(void* addr, size_t length, const Location& location, bool engine_allocated,
+                        MemoryAccess access);
+  Status unregisterBuffer(void* addr);
+  std::shared_ptr<const LocalBufferTable> localTable() const { return local_->table(); }
+  const LocalMemory& localMemory() const noexcept { return *local_; }
+  Result<SegmentId> openSegment(const std::string& name) { return control_->openSegment(name); }
+  Status closeSegment(SegmentId id) { return control_->closeSegment(id); }
+  Result<std::vector<SegmentBufferInfo>> segmentBuffers(SegmentId id);
+  Status cancel(RdmaTask& task) noexcept;
+  // The task's caller will not poll it any more (its batch was freed while WRs were
+  // in flight): its direct lanes are reaped by the rail pollers.
+  void abandon(RdmaTask& task) noexcept;
+  void fillStats(EngineStats* out) const;
+
+  // ---- datapath (caller threads) ----
+  // Validates every request first (nothing is submitted when one is invalid), then
+  // routes each: the direct path for latency-sensitive ones when it accepts, else slices
+  // on the pollers. `tasks[i]` (contiguous) receives request i. Never waits on the
+  // network: a peer that is down or backing off fails the call at once.
+  Status submitTransferTasks(std::span<const Request> requests, RdmaTask* tasks,
+                             uint64_t device_mask = ~0ull) noexcept;
+  // Drives direct completions of a pending direct task, then reads its status.
+  TransferStatus getTransferStatus(RdmaTask& task) noexcept;
+  // The one way to get an endpoint: a ready one, or nullptr after asking the control
+  // plane to connect. Never blocks.
+  RdmaEndPoint* getEndpointForContextIndex(uint32_t context, SegmentId segment,
+                                           uint32_t peer_device) noexcept;
+
+  // ---- shared with tests and tools ----
+  const config::Config& config() const noexcept { return *config_; }
+  const topology::RailMap& rails() const noexcept { return rails_; }
+  size_t contextCount() const noexcept { return contexts_.size(); }
+  RdmaContext& context(size_t i) noexcept { return *contexts_[i]; }
+  SlicePool& slicePool() noexcept { return *slice_pool_; }
+  DirectPath& direct() noexcept { return *direct_; }
+  DatapathContext& datapath() noexcept { return *datapath_; }
+  control::ControlPlane& control() noexcept { return *control_; }
+  bool directEnabled() const noexcept {
+    return config_->direct.create_qp && config_->direct.mode != config::DirectMode::kOff;
+  }
+  lcore::Runtime& runtime() noexcept { return *runtime_; }
+  size_t pollerCount() const noexcept { return pollers_.size(); }
+  SlicePoller& poller(size_t i) noexcept { return *pollers_[i]; }
+  // Manual lcore mode: one pass of every lcore; returns busy pollers.
+  size_t stepPollers();
+
+ private:
+  RdmaTransport(std::shared_ptr<const config::Config> config, fabric::Provider& provider,
+                const topology::RailMap& rails);
+  Status init();
+  Status planPollers();
+  Status initContexts();
+  Status attachPollers();
+  void detachPollers();
+
+  Status resolveRequest(const Request& req, size_t index, RdmaTask& task,
+                        const LocalTableView& local, uint64_t device_mask) noexcept;
+  Status submitWorker(RdmaTask& task, uint64_t now) noexcept;
+  bool enqueueSlice(RdmaTask& task, RdmaSlice* slice) noexcept;
+
+  std::shared_ptr<const config::Config> config_;
+  fabric::Provider& provider_;
+  const topology::RailMap& rails_;
+  std::vector<std::unique_ptr<RdmaContext>> contexts_;
+  std::vector<std::unique_ptr<SlicePoller>> pollers_;
+  std::vector<uint32_t> background_;  // posting indices
+  std::vector<SlicePoller*> rail_of_context_;
+  std::shared_ptr<lcore::Runtime> runtime_;
+  std::unique_ptr<SlicePool> slice_pool_;
+  std::unique_ptr<SegmentTable> segments_;
+  std::unique_ptr<ControlRequests> requests_;
+  std::unique_ptr<DatapathContext> datapath_;
+  std::unique_ptr<DirectPath> direct_;
+  std::unique_ptr<LocalMemory> local_;
+  std::unique_ptr<control::ControlPlane> control_;
+  std::atomic<uint64_t> worker_tasks_{0};
+};
+
+}  // namespace tent::rdma

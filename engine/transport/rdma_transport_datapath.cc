@@ -1,0 +1,211 @@
+// Submission, routing and status: runs on caller threads. No allocation and no
+// blocking; nothing here waits on the network. A request to a peer that is down or
+// backing off fails at once; a target range missing from the cached descriptor fails
+// at once and asks the control plane to refetch it.
+#include <thread>
+
+#include "base/clock.h"
+#include "base/ebr.h"
+#include "transport/rdma_transport.h"
+#include "model/slicing.h"
+#include "tent/log.h"
+
+namespace tent::rdma {
+
+namespace {
+
+// datapath-lint: allow(allocation, noexcept) builds error messages only
+std::string hexRange(const void* addr, uint64_t len) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "[%p, +%lu)", addr, static_cast<unsigned long>(len));
+  return buf;
+}
+
+thread_local uint32_t tls_rr = 0;
+
+}  // namespace
+
+Status RdmaTransport::resolveRequest(const Request& req, size_t index, RdmaTask& task,
+                                     const LocalTableView& local, uint64_t device_mask) noexcept {
+  // Messages are built only on failure: the accepted path allocates nothing.
+  // datapath-lint: allow(allocation) called on error returns only
+  auto where = [index] { return "request " + std::to_string(index) + ": "; };
+  if (req.length == 0) return Status::InvalidArgument(where() + "zero length");
+  if (req.opcode != OpCode::READ && req.opcode != OpCode::WRITE)
+    return Status::InvalidArgument(where() + "unknown opcode");
+  auto source = reinterpret_cast<uint64_t>(req.source);
+  const LocalBuffer* lb = req.source ? local.table->find(source, req.length) : nullptr;
+  if (!lb)
+    return Status::InvalidArgument(where() + "source " + hexRange(req.source, req.length) +
+                                   " is not inside registered local memory");
+  SegmentRecord* rec = segments_->find(req.target_id);
+  if (!rec)
+    return Status::NotFound(where() + "segment " + std::to_string(req.target_id) + " is not open");
+  auto peer = rec->peer();
+  if (!rec->up.load(std::memory_order_acquire) || !peer) {
+    const uint64_t now = clock::engineNowNs(),
+                   at = rec->retry_at_ns.load(std::memory_order_relaxed);
+    return Status::Unavailable(
+        where() + "segment " + (peer ? peer->name : std::string("?")) +
+        " is unreachable; reconnecting" +
+        (at > now ? ", next attempt in " + std::to_string((at - now) / 1'000'000) + " ms"
+                  : std::string()));
+  }
+  const auto* tb = peer->descriptor.findBuffer(req.target_offset, req.length);
+  if (!tb) {
+    control_->refreshSoon(req.target_id);  // the peer may have registered more since
+    return Status::OutOfRange(where() + "target " +
+                              hexRange(reinterpret_cast<void*>(req.target_offset), req.length) +
+                              " is not inside the peer's registered memory");
+  }
+  // Every slice is one WR of at most the max message size: refuse what cannot be cut
+  // into slices this engine can hold (never truncate).
+  const uint64_t slices =
+      sliceCount(req.length, config_->workers.block_size, datapath_->maxWrBytes());
+  if (slices > slice_pool_->capacity())
+    return Status::InvalidArgument(
+        where() + "length " + std::to_string(req.length) + " needs " + std::to_string(slices) +
+        " slices of at most " +
+        std::to_string(std::min(config_->workers.block_size, datapath_->maxWrBytes())) +
+        " bytes, more than workers.slice_pool (" + std::to_string(slice_pool_->capacity()) + ")");
+  topology::LocationId location = topology::kAnyLocation;
+  (void)topology::bufferLocationForRange(local.table->layouts, source, req.length, &location);
+  task.local_table = local.table;  // the task's reference: its slices outlive this section
+  task.local_buffer = lb;
+  task.target_buffer = static_cast<uint32_t>(tb - peer->descriptor.buffers.data());
+  task.peer = std::move(peer);
+  task.location = location;
+  task.device_mask = device_mask;
+  task.latency_sensitive = direct_->wantsDirect(req);
+  task.priority_lane = task.latency_sensitive && datapath_->priorityLane();
+  return Status::OK();
+}
+
+Status RdmaTransport::submitTransferTasks(std::span<const Request> requests, RdmaTask* tasks,
+                                          uint64_t device_mask) noexcept {
+  ebr::ReadSection section;
+  const LocalTableView& local = *local_->view();  // held by this read section
+  for (size_t i = 0; i < requests.size(); ++i) {
+    tasks[i].request = requests[i];
+    TENT_RETURN_IF_ERROR(resolveRequest(requests[i], i, tasks[i], local, device_mask));
+  }
+  size_t starved = 0;
+  for (size_t i = 0; i < requests.size(); ++i) {
+    RdmaTask& task = tasks[i];
+    // Each task's own submit time: a late request in a long batch is judged by it,
+    // on the deadline's own clock (steady_clock; the engine clock is for durations).
+    const uint64_t now = clock::engineNowNs();
+    if (task.request.deadline_ns != 0 && task.request.deadline_ns <= steadyNowNs()) {
+      // Already late: not started (nothing posted, no byte moved), TIMEOUT at once.
+      task.reset(task.request, 0);
+      task.state.store(static_cast<uint8_t>(TransferState::TIMEOUT), std::memory_order_release);
+      datapath_->completions().countExpiredAtSubmit();
+      continue;
+    }
+    if (task.latency_sensitive && direct_->trySubmitDirect(task, now) == DirectDecline::kAccepted)
+      continue;
+    if (!submitWorker(task, now).ok()) ++starved;
+  }
+  if (starved)
+    return Status::ResourceExhausted(std::to_string(starved) +
+                                     " tasks failed: slice pool or poller rings exhausted");
+  return Status::OK();
+}
+
+Status RdmaTransport::submitWorker(RdmaTask& task, uint64_t now) noexcept {
+  const Request& req = task.request;
+  const uint64_t block = config_->workers.block_size;
+  const uint64_t max_wr = datapath_->maxWrBytes();
+  const uint64_t count = sliceCount(req.length, block, max_wr);  // <= slice pool (resolve)
+  task.reset(req, static_cast<uint32_t>(count));
+  worker_tasks_.fetch_add(1, std::memory_order_relaxed);
+  const uint32_t rr = tls_rr++;
+  bool starved = false;
+  for (uint64_t k = 0; k < count; ++k) {
+    RdmaSlice* s = starved ? nullptr : slice_pool_->allocate();
+    if (!s) {  // account the slices we cannot carry: the task fails, nothing leaks
+      starved = true;
+      updateSliceStatus(task, 0, SliceResult::kFailed);
+      continue;
+    }
+    uint64_t off = 0, len = 0;
+    sliceRange(req.length, block, k, &off, &len, max_wr);
+    s->task = &task;
+    s->source_addr = reinterpret_cast<uint64_t>(req.source) + off;
+    s->target_addr = req.target_offset + off;
+    s->length = len;  // <= max_wr: one WR
+    s->opcode =
+        req.opcode == OpCode::READ ? fabric::WrOpcode::kRdmaRead : fabric::WrOpcode::kRdmaWrite;
+    s->segment = req.target_id;
+    s->retries = 0;
+    s->rr_hint = static_cast<uint16_t>(rr + k);
+    s->direct = false;
+    s->timed_out = false;
+    s->endpoint = nullptr;
+    s->enqueue_ns = now;
+    if (!datapath_->routeSlice(*s, now)) {
+      datapath_->finishSlice(s, SliceResult::kFailed);
+      continue;
+    }
+    if (!enqueueSlice(task, s)) starved = true;
+  }
+  return starved ? Status::ResourceExhausted("starved") : Status::OK();
+}
+
+bool RdmaTransport::enqueueSlice(RdmaTask& task, RdmaSlice* s) noexcept {
+  // Rings full: the pollers are draining them; wait a bounded time (backpressure).
+  const uint64_t give_up = clock::engineNowNs() + 1000000000ull;
+  while (!datapath_->enqueue(task, s)) {
+    if (runtime_->manual() || clock::engineNowNs() > give_up || !datapath_->pollerFor(task, *s)) {
+      datapath_->finishSlice(s, SliceResult::kFailed);
+      return false;
+    }
+    // The caller's own submit waits (bounded) for room on a local ring, never on the
+    // network or a peer. datapath-lint: allow(blocking) backpressure
+    std::this_thread::yield();
+  }
+  return true;
+}
+
+TransferStatus RdmaTransport::getTransferStatus(RdmaTask& task) noexcept {
+  // A direct task with WRs still posted (pending, or canceled and draining) is
+  // driven by its caller: poll its contexts' direct CQs.
+  if (task.direct.load(std::memory_order_acquire) &&
+      task.slices_left.load(std::memory_order_acquire) != 0) {
+    ebr::ReadSection section;
+    direct_->pollTask(task);
+  }
+  TransferStatus st;
+  st.state = task.loadState();
+  st.transferred_bytes = task.transferred_bytes.load(std::memory_order_relaxed);
+  return st;
+}
+
+Status RdmaTransport::cancel(RdmaTask& task) noexcept {
+  // Terminal means drained: CANCELED is published by the task's last slice, once no
+  // WR of it can touch the caller's memory. Slices not posted yet are dropped; posted
+  // WRs drain through normal completion (their bytes count).
+  if (task.loadState() != TransferState::PENDING) return Status::OK();
+  task.cancel_requested.store(true, std::memory_order_release);
+  task.recordError(TransferState::CANCELED);
+  if (task.direct.load(std::memory_order_acquire)) {
+    ebr::ReadSection section;
+    direct_->abandon(task);  // the rail poller reaps it if its caller stops polling
+    direct_->pollTask(task);
+  }
+  return Status::OK();
+}
+
+void RdmaTransport::abandon(RdmaTask& task) noexcept {
+  if (!task.referenced() || !task.direct.load(std::memory_order_acquire)) return;
+  ebr::ReadSection section;
+  direct_->abandon(task);
+}
+
+RdmaEndPoint* RdmaTransport::getEndpointForContextIndex(uint32_t context, SegmentId segment,
+                                                        uint32_t peer_device) noexcept {
+  ebr::ReadSection section;
+  return direct_->getEndpointForContextIndex(context, segment, peer_device, clock::engineNowNs());
+}
+
+}  // namespace tent::rdma
