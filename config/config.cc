@@ -222,6 +222,8 @@ std::string_view toString(FabricProvider p) noexcept {
       return "verbs";
     case FabricProvider::kSoft:
       return "soft";
+    case FabricProvider::kTcp:
+      return "tcp";
   }
   return "?";
 }

@@ -88,7 +88,7 @@ struct EalConfig {
 
 // ---- fabric ---------------------------------------------------------------
 
-enum class FabricProvider : uint8_t { kAuto, kVerbs, kSoft };
+enum class FabricProvider : uint8_t { kAuto, kVerbs, kSoft, kTcp };
 
 struct SoftDevice {
   std::string name;
@@ -139,10 +139,38 @@ struct VerbsFabricConfig {
   bool operator==(const VerbsFabricConfig&) const = default;
 };
 
+// One tcp device: a listening socket that peers' queue pairs connect to.
+struct TcpDevice {
+  std::string name;
+  // Numeric address and port to listen on ("10.0.0.5:0", "[fd00::5]:7000"); port 0:
+  // the kernel picks one. A wildcard (0.0.0.0, [::]) needs `advertise`.
+  std::string listen = "127.0.0.1:0";
+  std::string advertise;  // numeric address peers connect to; empty: the listen address
+  int numa_node = 0;
+
+  bool operator==(const TcpDevice&) const = default;
+};
+
+struct TcpFabricConfig {
+  // Empty: one device "tcp0" listening on 127.0.0.1:0 (this host only, like bootstrap.listen).
+  std::vector<TcpDevice> devices;
+  // How long a peer may stay silent while WRs to it are outstanding (or while its queue
+  // pair's connection is being set up) before they complete with retry-exceeded; also
+  // the socket's TCP_USER_TIMEOUT and the keepalive budget.
+  uint32_t retry_budget_ms = 4000;
+  uint32_t max_mrs = 4096;  // memory regions per device
+  // Longest message one WR may carry (as ibv_port_attr.max_msg_sz).
+  uint64_t max_message_bytes = uint64_t{1} << 31;
+
+  bool operator==(const TcpFabricConfig&) const = default;
+};
+
 struct FabricConfig {
-  FabricProvider provider = FabricProvider::kAuto;  // auto: verbs when a device exists, else soft
+  // auto: verbs when a device exists, else soft
+  FabricProvider provider = FabricProvider::kAuto;
   SoftFabricConfig soft;
   VerbsFabricConfig verbs;
+  TcpFabricConfig tcp;
 
   bool operator==(const FabricConfig&) const = default;
 };

@@ -2,6 +2,8 @@
 // checks. docs/config.md is the prose for what is here; a test keeps them in step.
 #include "config/parse.h"
 
+#include <arpa/inet.h>
+
 #include <algorithm>
 #include <cctype>
 #include <map>
@@ -105,6 +107,27 @@ bool validAdvertiseHost(std::string_view s) {
   return s.empty() || (validHost(s) && !isWildcardHost(s));
 }
 
+// A numeric IPv4 address or a bracketed numeric IPv6 address (no names: a tcp device
+// advertises its address to peers as it is, in a GID).
+bool validNumericHost(std::string_view s) {
+  if (s.size() >= 2 && s.front() == '[' && s.back() == ']') {
+    in6_addr a6;
+    return inet_pton(AF_INET6, std::string(s.substr(1, s.size() - 2)).c_str(), &a6) == 1;
+  }
+  in_addr a4;
+  return inet_pton(AF_INET, std::string(s).c_str(), &a4) == 1;
+}
+
+bool validNumericHostPort(std::string_view s) {
+  const size_t colon = s.rfind(':');
+  return colon != std::string_view::npos && validNumericHost(s.substr(0, colon)) &&
+         validPort(s.substr(colon + 1));
+}
+
+bool validNumericAdvertise(std::string_view s) {
+  return s.empty() || (validNumericHost(s) && !isWildcardHost(s));
+}
+
 bool validAbsolutePath(std::string_view s) {
   return !s.empty() && s.front() == '/';
 }
@@ -124,6 +147,13 @@ constexpr TextRule kAdvertiseHost{
     "a host name or address peers can reach (not a wildcard, no port), or empty",
     validAdvertiseHost};
 constexpr TextRule kAbsolutePath{"an absolute path", validAbsolutePath};
+constexpr TextRule kNumericHostPort{
+    "a numeric IPv4 address or a bracketed IPv6 address with a port in [0, 65535] "
+    "(10.0.0.5:0, [fd00::5]:7000)",
+    validNumericHostPort};
+constexpr TextRule kNumericAdvertise{
+    "a numeric IPv4 address or a bracketed IPv6 address, no port, not a wildcard; or empty",
+    validNumericAdvertise};
 
 const std::vector<std::string_view> kLevelNames = {"trace", "debug", "info",
                                                    "warn",  "error", "off"};
@@ -139,7 +169,8 @@ std::vector<std::string_view> componentNames() {
 const EnumNames<LcoreMode> kLcoreModes = {{"eal", LcoreMode::kEal}, {"manual", LcoreMode::kManual}};
 const EnumNames<FabricProvider> kProviders = {{"auto", FabricProvider::kAuto},
                                               {"verbs", FabricProvider::kVerbs},
-                                              {"soft", FabricProvider::kSoft}};
+                                              {"soft", FabricProvider::kSoft},
+                                              {"tcp", FabricProvider::kTcp}};
 const EnumNames<PriorityLane> kPriorityLanes = {
     {"auto", PriorityLane::kAuto}, {"on", PriorityLane::kOn}, {"off", PriorityLane::kOff}};
 const EnumNames<DirectMode> kDirectModes = {
@@ -227,10 +258,38 @@ void readVerbs(MapReader& m, VerbsFabricConfig* v) {
   m.integer("max_rd_atomic", &v->max_rd_atomic, 1, 255);
 }
 
+void readTcpDevice(MapReader& m, TcpDevice& d, std::map<std::string, std::string>* names) {
+  m.require("name");
+  m.text("name", &d.name, kDeviceName);
+  if (m.parsing() && m.has("name")) {
+    auto [it, fresh] = names->emplace(d.name, m.pathOf("name"));
+    if (!fresh) m.fail("name", alreadyAt("duplicate tcp device name '" + d.name + "'", it->second));
+  }
+  m.text("listen", &d.listen, kNumericHostPort);
+  m.text("advertise", &d.advertise, kNumericAdvertise);
+  m.integer("numa_node", &d.numa_node, 0, kMaxNumaNode);
+  if (m.parsing() && d.advertise.empty() &&
+      isWildcardHost(std::string_view(d.listen).substr(0, d.listen.rfind(':')))) {
+    m.fail("advertise", "is required when listen is a wildcard ('" + d.listen +
+                            "'): peers need an address they can connect to");
+  }
+}
+
+void readTcp(MapReader& m, TcpFabricConfig* t) {
+  std::map<std::string, std::string> names;
+  m.mapList<TcpDevice>("devices", &t->devices, [&](MapReader& item, TcpDevice& d, size_t) {
+    readTcpDevice(item, d, &names);
+  });
+  m.integer("retry_budget_ms", &t->retry_budget_ms, 10, kMaxLinkTimeoutMs);
+  m.integer("max_mrs", &t->max_mrs, 1, 65536);
+  m.integer("max_message_bytes", &t->max_message_bytes, 4096, int64_t{1} << 31);
+}
+
 void readFabric(MapReader& m, FabricConfig* f) {
   m.choice("provider", &f->provider, kProviders);
   m.section("soft", [&](MapReader& s) { readSoft(s, &f->soft); });
   m.section("verbs", [&](MapReader& s) { readVerbs(s, &f->verbs); });
+  m.section("tcp", [&](MapReader& s) { readTcp(s, &f->tcp); });
 }
 
 // Device names a rail poller may name; empty when the config does not pin them
@@ -241,6 +300,9 @@ std::vector<std::string> listedDevices(const FabricConfig& f) {
     for (const SoftDevice& d : f.soft.devices) names.push_back(d.name);
   } else if (f.provider == FabricProvider::kVerbs) {
     names = f.verbs.devices;
+  } else if (f.provider == FabricProvider::kTcp) {
+    for (const TcpDevice& d : f.tcp.devices) names.push_back(d.name);
+    if (names.empty()) names.push_back("tcp0");  // the tcp provider's default device
   }
   return names;
 }

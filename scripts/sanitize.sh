@@ -22,9 +22,11 @@ case "$kind" in
     build="$top/build-tsan"
     setup=(-Dsanitizer=thread "${common[@]}")
     # The tests whose point is concurrency: callers against the rail poller on one
-    # direct CQ (soft and fake verbs), and the lcore runtime's rings and idle policy.
-    tests=(engine_direct_race engine_direct_race_fake_verbs lcore_unit lcore_eal)
-    targets=(tests/engine/engine_direct_race tests/lcore/lcore_unit_tests tests/lcore/lcore_eal_tests)
+    # direct CQ (soft and fake verbs), the lcore runtime's rings and idle policy, and
+    # the tcp provider (posters, pollers and its service threads on shared queues).
+    tests=(engine_direct_race engine_direct_race_fake_verbs lcore_unit lcore_eal fabric_tcp_unit)
+    targets=(tests/engine/engine_direct_race tests/lcore/lcore_unit_tests tests/lcore/lcore_eal_tests
+             tests/fabric_tcp/fabric_tcp_unit)
     suites=("${tests[@]}")
     ;;
   *) echo "sanitize: unknown pass '$kind' (asan or tsan)" >&2; exit 2 ;;

@@ -236,7 +236,13 @@ std::vector<RailDevice> fabricDevices(const config::Config& config, const Topolo
   for (const PciDevice& nic : topology.rdmaDevices())
     devices.push_back({nic.name, nic.numa_node, nic.pci, nic.pcie_path});
   const config::FabricConfig& f = config.fabric;
-  if (f.provider == config::FabricProvider::kVerbs && !f.verbs.devices.empty()) {
+  if (f.provider == config::FabricProvider::kTcp) {
+    // tcp devices are sockets, not PCIe functions: named by the config (or tcp0).
+    devices.clear();
+    for (const config::TcpDevice& d : f.tcp.devices)
+      devices.push_back({d.name, d.numa_node, {}, {}});
+    if (devices.empty()) devices.push_back({"tcp0", 0, {}, {}});
+  } else if (f.provider == config::FabricProvider::kVerbs && !f.verbs.devices.empty()) {
     std::vector<RailDevice> listed;
     for (const std::string& name : f.verbs.devices) {
       auto it = std::find_if(devices.begin(), devices.end(),

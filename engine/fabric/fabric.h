@@ -1,6 +1,7 @@
-// The fabric layer: one verbs-shaped interface with two providers,
+// The fabric layer: one verbs-shaped interface with three providers,
 //   verbs - rdma-core / libibverbs, real NICs;
-//   soft  - a userspace reliable-connection NIC emulation with a link timing model.
+//   soft  - a userspace reliable-connection NIC emulation with a link timing model;
+//   tcp   - RC semantics over one TCP connection per queue pair, across hosts.
 // The engine only sees this header. postSend() and poll() are the hot path:
 // noexcept, no allocation, one virtual call per chain of WRs / per poll.
 #pragma once
@@ -200,7 +201,7 @@ class Device {
 class Provider {
  public:
   virtual ~Provider() = default;
-  virtual std::string_view name() const noexcept = 0;  // "soft" or "verbs"
+  virtual std::string_view name() const noexcept = 0;  // "soft", "verbs" or "tcp"
   // One line naming the link model, e.g. "soft: soft0 link_gbps=100 latency_ns=2000".
   virtual std::string linkModel() const = 0;
   virtual size_t deviceCount() const noexcept = 0;

@@ -237,7 +237,7 @@ TEST(ConfigErrors, BadEnumValuesListTheAllowedOnes) {
                "fabric:\n  provider: rdma\n",
                2,
                "fabric.provider",
-               {"expected one of auto, verbs, soft, got 'rdma'"}});
+               {"expected one of auto, verbs, soft, tcp, got 'rdma'"}});
   expectError({"direct mode",
                "direct:\n  mode: on\n",
                2,

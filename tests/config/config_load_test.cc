@@ -19,7 +19,7 @@ using testing::srcDir;
 using testing::withSource;
 
 const char* const kExamples[] = {"default.yaml", "soft-2rail.yaml", "node-8rail.yaml",
-                                 "ci-manual.yaml"};
+                                 "ci-manual.yaml", "tcp-host.yaml"};
 
 std::shared_ptr<const Config> mustLoad(const std::string& path) {
   auto r = loadFile(path);
@@ -101,6 +101,16 @@ TEST(ConfigExamples, Soft2RailHasTwoModeledDevicesAndOneLcore) {
   }
   ASSERT_EQ(c->lcores.size(), 1u);
   EXPECT_EQ(c->lcores[0].pollers, defaults()->lcores[0].pollers);
+}
+
+TEST(ConfigExamples, TcpHostListensEverywhereAndAdvertisesItsAddress) {
+  auto c = mustLoad(examplePath("tcp-host.yaml"));
+  EXPECT_EQ(c->fabric.provider, FabricProvider::kTcp);
+  ASSERT_EQ(c->fabric.tcp.devices.size(), 1u);
+  EXPECT_EQ(c->fabric.tcp.devices[0].name, "tcp0");
+  EXPECT_EQ(c->fabric.tcp.devices[0].listen, "0.0.0.0:0");
+  EXPECT_EQ(c->fabric.tcp.devices[0].advertise, "10.0.0.5");
+  EXPECT_EQ(c->bootstrap.advertise_host, "10.0.0.5");
 }
 
 TEST(ConfigExamples, Node8RailPinsOneRailLcorePerNicAndFourBackground) {

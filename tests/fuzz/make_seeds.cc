@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "config/config.h"
+#include "fabric/tcp/tcp_wire.h"
 #include "wire/bootstrap.h"
 #include "wire/control_frames.h"
 #include "wire/segment_descriptor.h"
@@ -184,12 +185,59 @@ void controlSessionSeeds(const fs::path& dir) {
   write(dir / "session-secret", tagged(1, join({hello, auth, get})));
   write(dir / "one-shot-descriptor", tagged(0, frame(metadata::FrameType::kGetDescriptor, {})));
   write(dir / "one-shot-bootstrap", tagged(0, boot));
-  write(dir / "keepalive-release",
-        tagged(0, join({hello, auth, frame(metadata::FrameType::kKeepalive, {}),
-                        frame(metadata::FrameType::kRelease, metadata::encodeRelease({"a", "b", 1}))})));
+  write(
+      dir / "keepalive-release",
+      tagged(0,
+             join({hello, auth, frame(metadata::FrameType::kKeepalive, {}),
+                   frame(metadata::FrameType::kRelease, metadata::encodeRelease({"a", "b", 1}))})));
 }
 
 }  // namespace
+
+// tcp provider connections: each seed is a hello followed by a few messages.
+void tcpWireSeeds(const fs::path& dir) {
+  using namespace fabric::tcp;
+  using fabric::WcStatus;
+  auto hello = [](HelloKind kind) {
+    Hello h;
+    h.kind = kind;
+    h.src_qp = 0x4001;
+    h.dst_qp = 0x8002;
+    h.src.gid[10] = h.src.gid[11] = 0xff;
+    h.src.gid[12] = 10;
+    h.src.gid[15] = 1;
+    h.src.lid = 7000;
+    h.dst = h.src;
+    h.dst.gid[15] = 2;
+    h.max_send_wr = 128;
+    if (kind == HelloKind::kReject) h.reason = RejectReason::kNoSuchQp;
+    std::string out(kHelloBytes, '\0');
+    encodeHello(h, reinterpret_cast<uint8_t*>(out.data()));
+    return out;
+  };
+  auto header = [](Opcode op, uint32_t length, uint64_t seq, WcStatus status) {
+    Header h;
+    h.opcode = op;
+    h.length = length;
+    h.seq = seq;
+    h.status = status;
+    if (isRequest(op)) {
+      h.remote_addr = 0x7f0000001000ull;
+      h.rkey = 0x00010002;
+    }
+    std::string out(kHeaderBytes, '\0');
+    encodeHeader(h, reinterpret_cast<uint8_t*>(out.data()));
+    return out + std::string(payloadBytes(h), 'p');
+  };
+  write(dir / "hello-requests", hello(HelloKind::kHello) +
+                                    header(Opcode::kWriteReq, 8, 0, WcStatus::kSuccess) +
+                                    header(Opcode::kReadReq, 4096, 1, WcStatus::kSuccess));
+  write(dir / "ack-responses", hello(HelloKind::kAck) +
+                                   header(Opcode::kWriteAck, 0, 0, WcStatus::kSuccess) +
+                                   header(Opcode::kReadResp, 16, 1, WcStatus::kSuccess) +
+                                   header(Opcode::kWriteAck, 0, 2, WcStatus::kRemoteAccess));
+  write(dir / "reject", hello(HelloKind::kReject));
+}
 
 int main(int argc, char** argv) {
   if (argc != 2) {
@@ -203,6 +251,7 @@ int main(int argc, char** argv) {
   workloadSeeds(root / "workload_classes");
   controlFrameSeeds(root / "control_frames");
   controlSessionSeeds(root / "control_session");
+  tcpWireSeeds(root / "tcp_wire");
   configDict(root / "config.dict");
   workloadDict(root / "workload_classes.dict");
   return 0;

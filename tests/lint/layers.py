@@ -31,7 +31,8 @@ FLOORS = {
     "engine/fabric": ["base"],
     "engine/fabric/soft": ["fabric", "cuda", "config", "topology", "base"],
     "engine/fabric/verbs": ["fabric", "cuda", "config", "base"],
-    "engine/fabric/select": ["fabric", "fabric/soft", "fabric/verbs", "cuda", "config",
+    "engine/fabric/tcp": ["fabric", "config", "base"],
+    "engine/fabric/select": ["fabric", "fabric/soft", "fabric/tcp", "fabric/verbs", "cuda", "config",
                              "topology", "base"],
     "engine/wire": ["fabric", "base"],
     "engine/net": ["wire", "base"],
@@ -49,7 +50,7 @@ FLOORS = {
 OWN_PREFIX = {
     "base": "base", "config": "config", "topology": "topology", "lcore": "lcore",
     "engine/include/tent": "tent", "engine/fabric": "fabric", "engine/fabric/soft": "fabric/soft",
-    "engine/fabric/verbs": "fabric/verbs", "engine/fabric/select": "fabric/select",
+    "engine/fabric/verbs": "fabric/verbs", "engine/fabric/tcp": "fabric/tcp", "engine/fabric/select": "fabric/select",
 }
 INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"', re.M)
 

@@ -21,15 +21,17 @@
 namespace tent::testing {
 
 // The fabric under the engine tests, from TENT_TEST_PROVIDER: unset or "soft" (the
-// default), or "fake-verbs": the verbs provider's real code over the loopback fake
+// default), "fake-verbs": the verbs provider's real code over the loopback fake
 // device (tests/fabric_verbs/loopback_verbs.h), devices soft0 and soft1 - what the
-// meson suite fake-verbs runs. Anything else stops the test program.
-enum class TestFabric { kSoft, kFakeVerbs };
+// meson suite fake-verbs runs - or "tcp": the tcp provider over 127.0.0.1, devices
+// soft0 and soft1 (suite tcp). Anything else stops the test program.
+enum class TestFabric { kSoft, kFakeVerbs, kTcp };
 
 inline TestFabric testFabric() {
   const char* env = std::getenv("TENT_TEST_PROVIDER");
   const std::string_view want = env ? env : "";
   if (want.empty() || want == "soft") return TestFabric::kSoft;
+  if (want == "tcp") return TestFabric::kTcp;
 #ifdef TENT_HAVE_VERBS
   if (want == "fake-verbs") return TestFabric::kFakeVerbs;
 #else
@@ -38,13 +40,21 @@ inline TestFabric testFabric() {
     std::exit(1);
   }
 #endif
-  std::fprintf(stderr, "TENT_TEST_PROVIDER=%s: expected soft or fake-verbs\n", env);
+  std::fprintf(stderr, "TENT_TEST_PROVIDER=%s: expected soft, fake-verbs or tcp\n", env);
   std::exit(1);
 }
 
 // What Provider::name() and EngineStats::provider say under testFabric().
 inline std::string_view testProviderName() {
-  return testFabric() == TestFabric::kSoft ? "soft" : "verbs";
+  switch (testFabric()) {
+    case TestFabric::kSoft:
+      return "soft";
+    case TestFabric::kFakeVerbs:
+      return "verbs";
+    case TestFabric::kTcp:
+      return "tcp";
+  }
+  return "?";
 }
 
 // For tests of soft-only features (the fault injector, link models), which have no
@@ -56,9 +66,22 @@ inline std::string_view testProviderName() {
                    << ::tent::testing::testProviderName();                                \
   } while (0)
 
-// The fabric section: two unlimited soft devices with a 50 ms retry budget, or the
-// fake's soft0 and soft1 with (5 + 1) x 4.096 us x 2^11 = 50 ms.
+// The fabric section: two unlimited soft devices with a 50 ms retry budget, the
+// fake's soft0 and soft1 with (5 + 1) x 4.096 us x 2^11 = 50 ms, or two tcp devices
+// soft0 and soft1 on 127.0.0.1 (their budget bounds a silent peer, not a dead one,
+// whose closed connection is seen at once; a loaded machine must not trip it). Single
+// quotes: tests find the bootstrap's `listen: "127.0.0.1:0"` by its spelling.
 inline std::string fabricYaml() {
+  if (testFabric() == TestFabric::kTcp) {
+    return R"(fabric:
+  provider: tcp
+  tcp:
+    devices:
+      - {name: soft0, listen: '127.0.0.1:0'}
+      - {name: soft1, listen: '127.0.0.1:0'}
+    retry_budget_ms: 2000
+)";
+  }
 #ifdef TENT_HAVE_VERBS
   if (testFabric() == TestFabric::kFakeVerbs) {
     fabric::testing::engineTestVerbs();  // installs the override once per process

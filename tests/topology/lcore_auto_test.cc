@@ -218,6 +218,18 @@ TEST(LcoreAuto, FabricDevicesFollowTheProviders) {
   ASSERT_EQ(verbs.size(), 2u);
   EXPECT_EQ(verbs[0].numa_node, 1);
   EXPECT_EQ(verbs[1].numa_node, -1);  // not in the topology
+  c.fabric.provider = config::FabricProvider::kTcp;  // sockets: the config's, or tcp0
+  auto tcp_default = fabricDevices(c, t);
+  ASSERT_EQ(tcp_default.size(), 1u);
+  EXPECT_EQ(tcp_default[0].name, "tcp0");
+  config::TcpDevice tcp1;
+  tcp1.name = "tcp1";
+  tcp1.numa_node = 1;
+  c.fabric.tcp.devices = {tcp1};
+  auto tcp = fabricDevices(c, t);
+  ASSERT_EQ(tcp.size(), 1u);
+  EXPECT_EQ(tcp[0].name, "tcp1");
+  EXPECT_EQ(tcp[0].numa_node, 1);
 
   const Topology none = load("one_numa_no_nic.xml");
   auto fallback = fabricDevices(config::Config{}, none);

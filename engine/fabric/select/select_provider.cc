@@ -3,6 +3,7 @@
 
 #include "config/config.h"
 #include "fabric/soft/soft_provider.h"
+#include "fabric/tcp/tcp_provider.h"
 #include "tent/log.h"
 #include "topology/topology.h"
 #ifdef TENT_HAVE_VERBS
@@ -40,6 +41,8 @@ Result<std::unique_ptr<Provider>> createProvider(const config::FabricConfig& con
       return soft::createSoftProvider(config.soft, topology);
     case config::FabricProvider::kVerbs:
       return createVerbs(config);
+    case config::FabricProvider::kTcp:
+      return tcp::createTcpProvider(config.tcp);
     case config::FabricProvider::kAuto:
       break;
   }

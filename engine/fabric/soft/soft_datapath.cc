@@ -4,20 +4,15 @@
 #include <sys/uio.h>
 
 #include <cerrno>
-#include <cstdio>
-#include <cstdlib>
 #include <cstring>
 
+#include "fabric/rc_rules.h"
 #include "fabric/soft/soft_copy.h"
 #include "fabric/soft/soft_internal.h"
 
 namespace tent::fabric::soft {
 
 namespace {
-
-bool inside(const MrSnapshot& mr, uint64_t addr, uint64_t length) noexcept {
-  return addr >= mr.addr && length <= mr.length && addr - mr.addr <= mr.length - length;
-}
 
 WcStatus copyLocal(WrOpcode op, const iovec* iov, uint32_t n, uint8_t* remote,
                    uint64_t stream_min) noexcept {
@@ -40,23 +35,13 @@ uint32_t SoftQp::outstanding() const noexcept {
   return static_cast<uint32_t>(tail_.load(std::memory_order_acquire) - released);
 }
 
-// One poster per QP at a time is the verbs contract (our verbs provider keeps its WR
-// bookkeeping for one poster). A NIC would corrupt its send queue; the emulation
-// refuses loudly instead of serialising the posters: in debug and test builds it
-// aborts with a message naming the QP, in release builds the post fails with EBUSY.
-[[noreturn]] static void secondPoster(uint32_t qp_num) noexcept {
-  // datapath-lint: allow(log) the last words of a contract break, then abort
-  std::fprintf(stderr,
-               "tent soft provider: two threads posted on QP %u at the same time; the verbs "
-               "contract allows one poster per QP at a time\n",
-               qp_num);
-  std::abort();
-}
-
 int SoftQp::postSend(const SendWr* wr, const SendWr** bad_wr) noexcept {
+  // One poster per QP at a time (our verbs provider keeps its WR bookkeeping for one
+  // poster): refused loudly instead of serialised. Debug and test builds abort with a
+  // message naming the QP; release builds fail the post with EBUSY.
   if (posting_.exchange(true, std::memory_order_acquire)) {
 #ifndef NDEBUG
-    secondPoster(qp_num_);
+    rc::abortSecondPoster("soft", qp_num_);
 #else
     if (bad_wr != nullptr) *bad_wr = wr;
     dev_->contract_violations.fetch_add(1, std::memory_order_relaxed);
@@ -83,8 +68,7 @@ int SoftQp::postChain(const SendWr* wr, const SendWr** bad_wr) noexcept {
       rc = EINVAL;
       break;
     }
-    if (wr->num_sge > max_sge_ || (wr->num_sge != 0 && wr->sg_list == nullptr) ||
-        (wr->opcode != WrOpcode::kRdmaWrite && wr->opcode != WrOpcode::kRdmaRead)) {
+    if (rc::checkShape(*wr, max_sge_) != 0) {
       rc = EINVAL;
       break;
     }
@@ -177,34 +161,29 @@ WcStatus SoftQp::applyFault(const FaultHit& hit, WrSlot& s, PostEffects* fx) noe
 
 WcStatus SoftQp::checkLocal(const SendWr& wr, iovec* iov, uint64_t* total,
                             int* gpu_device) const noexcept {
-  uint64_t sum = 0;
-  MrSnapshot mr;
+  const ControlView& view = dev_->view;
+  const WcStatus st = rc::checkLocal(
+      wr, dev_->info.max_message_bytes,
+      [&view, gpu_device](uint32_t lkey, rc::Region* r) noexcept {
+        MrSnapshot mr;
+        if (!readMr(view, lkey, &mr)) return false;
+        if (mr.gpu_share != kGpuNone && *gpu_device < 0) *gpu_device = mr.gpu_device;
+        *r = rc::Region{mr.addr, mr.length, mr.access};
+        return true;
+      },
+      total);
+  if (st != WcStatus::kSuccess) return st;
   for (uint32_t i = 0; i < wr.num_sge; ++i) {
-    const Sge& g = wr.sg_list[i];
-    if (i == 0 || g.lkey != mr.key) {  // consecutive SGEs usually share one region
-      if (!readMr(dev_->view, g.lkey, &mr)) return WcStatus::kLocalProtection;
-      if (mr.gpu_share != kGpuNone && *gpu_device < 0) *gpu_device = mr.gpu_device;
-    }
-    if (!inside(mr, g.addr, g.length)) return WcStatus::kLocalProtection;
-    // A READ writes into local memory: its region needs LOCAL_WRITE.
-    if (wr.opcode == WrOpcode::kRdmaRead && !(mr.access & kAccessLocalWrite)) {
-      return WcStatus::kLocalProtection;
-    }
-    iov[i].iov_base = reinterpret_cast<void*>(g.addr);
-    iov[i].iov_len = g.length;
-    sum += g.length;
+    iov[i].iov_base = reinterpret_cast<void*>(wr.sg_list[i].addr);
+    iov[i].iov_len = wr.sg_list[i].length;
   }
-  if (sum > dev_->info.max_message_bytes) return WcStatus::kLocalLength;
-  *total = sum;
   return WcStatus::kSuccess;
 }
 
 WcStatus SoftQp::checkRemote(const SendWr& wr, uint64_t total, MrSnapshot* mr) const noexcept {
-  if (!readMr(remote_, wr.rkey, mr) || !inside(*mr, wr.remote_addr, total)) {
-    return WcStatus::kRemoteAccess;
-  }
-  const uint32_t need = wr.opcode == WrOpcode::kRdmaWrite ? kAccessRemoteWrite : kAccessRemoteRead;
-  return (mr->access & need) ? WcStatus::kSuccess : WcStatus::kRemoteAccess;
+  const bool valid = readMr(remote_, wr.rkey, mr);
+  return rc::checkRemote(valid, rc::Region{mr->addr, mr->length, mr->access}, wr.opcode,
+                         wr.remote_addr, total);
 }
 
 WcStatus SoftQp::copy(const SendWr& wr, const iovec* iov, uint64_t total,

@@ -1,0 +1,172 @@
+// A tcp device: its listening socket, memory registration, CQ and QP creation.
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <string>
+
+#include "fabric/tcp/tcp_device.h"
+#include "tent/log.h"
+
+namespace tent::fabric::tcp {
+
+namespace {
+
+constexpr uint32_t kKnownAccess = kAccessLocalWrite | kAccessRemoteWrite | kAccessRemoteRead;
+constexpr int kListenBacklog = 1024;
+
+class TcpMr final : public MemoryRegion {
+ public:
+  TcpMr(std::shared_ptr<DeviceState> dev, void* addr, size_t length, uint32_t key, uint32_t access)
+      : dev_(std::move(dev)) {
+    addr_ = addr;
+    length_ = length;
+    lkey_ = key;
+    rkey_ = key;
+    access_ = access;
+  }
+  // Invalidates the key for every check that starts afterwards, local or remote, and
+  // waits for a socket call moving bytes of the region to end.
+  ~TcpMr() override { dev_->mrs.remove(lkey_); }
+
+ private:
+  std::shared_ptr<DeviceState> dev_;
+};
+
+}  // namespace
+
+CqCore::CqCore(std::shared_ptr<QpWords> words, uint32_t depth)
+    : words_(std::move(words)),
+      depth_(depth),
+      mask_(std::bit_ceil(uint64_t{depth}) - 1),
+      cells_(std::make_unique<Cell[]>(mask_ + 1)) {
+  for (uint64_t i = 0; i <= mask_; ++i) cells_[i].seq.store(i, std::memory_order_relaxed);
+}
+
+Result<std::shared_ptr<DeviceState>> openDevice(const config::TcpDevice& spec, uint32_t index,
+                                                const config::TcpFabricConfig& config) {
+  auto listen = parseListen(spec.listen);
+  if (!listen.ok()) return listen.status();
+  const int fd = socket(listen->storage.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+  if (fd < 0) return Status::IoError(std::string("socket: ") + std::strerror(errno));
+  const int one = 1;
+  setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+  if (bind(fd, reinterpret_cast<const sockaddr*>(&listen->storage), listen->length) != 0 ||
+      ::listen(fd, kListenBacklog) != 0) {
+    const int err = errno;
+    close(fd);
+    return Status::IoError("cannot listen on " + spec.listen + ": " + std::strerror(err));
+  }
+  SockAddr bound;
+  bound.length = sizeof(bound.storage);
+  getsockname(fd, reinterpret_cast<sockaddr*>(&bound.storage), &bound.length);
+  // What peers connect to: `advertise`, else the listen address, with the bound port.
+  Result<SockAddr> advertised = bound;
+  if (!spec.advertise.empty()) advertised = parseHost(spec.advertise, portOf(bound));
+  if (!advertised.ok() || !addressOf(identityOf(*advertised)).ok()) {
+    close(fd);
+    return advertised.ok() ? Status::InvalidArgument(
+                                 "listen address " + spec.listen +
+                                 " is a wildcard: set advertise to an address peers can reach")
+                           : advertised.status();
+  }
+  auto s = std::make_shared<DeviceState>(config.max_mrs);
+  s->info.name = spec.name;
+  s->info.index = index;
+  s->info.numa_node = spec.numa_node;
+  s->info.max_message_bytes = config.max_message_bytes;
+  s->identity = identityOf(*advertised);
+  s->listen_text = toText(*advertised);
+  s->retry_budget_ms = config.retry_budget_ms;
+  s->retry_budget_ns = uint64_t{config.retry_budget_ms} * 1'000'000;
+  s->qp_generation.assign(kMaxQps, 0);
+  for (uint32_t i = 0; i < kMaxQps; ++i) s->free_qps.push_back(i);
+  s->loop = std::make_unique<ServiceLoop>(*s);
+  Status st = s->loop->start(fd);
+  if (!st.ok()) {
+    close(fd);
+    return st;
+  }
+  return s;
+}
+
+// ---- memory regions ------------------------------------------------------------------
+
+Result<std::unique_ptr<MemoryRegion>> TcpDevice::registerMemory(void* addr, size_t length,
+                                                                uint32_t access) {
+  if (addr == nullptr || length == 0) {
+    return Status::InvalidArgument("tcp: registerMemory needs an address and a length");
+  }
+  if ((access & ~kKnownAccess) != 0) {
+    return Status::InvalidArgument("tcp: unknown access flags " + std::to_string(access));
+  }
+  if ((access & kAccessRemoteWrite) && !(access & kAccessLocalWrite)) {
+    return Status::InvalidArgument("tcp: REMOTE_WRITE requires LOCAL_WRITE (as in verbs)");
+  }
+  auto key = state_->mrs.add(reinterpret_cast<uint64_t>(addr), length, access);
+  if (!key.ok()) return key.status().withContext("tcp device " + state_->info.name);
+  return std::unique_ptr<MemoryRegion>(std::make_unique<TcpMr>(state_, addr, length, *key, access));
+}
+
+// ---- CQs and QPs ---------------------------------------------------------------------
+
+Result<std::unique_ptr<CompletionQueue>> TcpDevice::createCq(uint32_t depth) {
+  if (depth == 0 || depth > kMaxCqDepth) {
+    return Status::InvalidArgument("tcp: CQ depth must be in [1, " + std::to_string(kMaxCqDepth) +
+                                   "], got " + std::to_string(depth));
+  }
+  return std::unique_ptr<CompletionQueue>(
+      std::make_unique<TcpCq>(std::make_shared<CqCore>(state_->qp_words, depth)));
+}
+
+Result<std::unique_ptr<QueuePair>> TcpDevice::createQp(const QpInitAttr& attr) {
+  auto* cq = dynamic_cast<TcpCq*>(attr.send_cq);
+  if (cq == nullptr) return Status::InvalidArgument("tcp: createQp needs a tcp send CQ");
+  if (cq->core()->words() != state_->qp_words.get()) {
+    return Status::InvalidArgument("tcp: the send CQ belongs to another device");
+  }
+  if (attr.max_send_wr == 0 || attr.max_send_wr > kMaxSendWr) {
+    return Status::InvalidArgument("tcp: max_send_wr must be in [1, " + std::to_string(kMaxSendWr) +
+                                   "], got " + std::to_string(attr.max_send_wr));
+  }
+  if (attr.max_sge == 0 || attr.max_sge > kMaxSge) {
+    return Status::InvalidArgument("tcp: max_sge must be in [1, " + std::to_string(kMaxSge) +
+                                   "], got " + std::to_string(attr.max_sge));
+  }
+  uint32_t slot = 0;
+  uint16_t gen = 0;
+  {
+    std::lock_guard<std::mutex> g(state_->ctrl_mutex);
+    CqCore& core = *cq->core();
+    const uint64_t reserved = core.reserved.load(std::memory_order_acquire);
+    if (reserved + attr.max_send_wr > core.depth()) {
+      return Status::ResourceExhausted(
+          "tcp " + state_->info.name + ": CQ depth " + std::to_string(core.depth()) +
+          " cannot hold another QP of max_send_wr " + std::to_string(attr.max_send_wr) + " (" +
+          std::to_string(reserved) + " entries already reserved); it could overflow");
+    }
+    if (state_->free_qps.empty()) {
+      return Status::ResourceExhausted("tcp: device " + state_->info.name + " has all " +
+                                       std::to_string(kMaxQps) + " QPs in use");
+    }
+    slot = state_->free_qps.front();
+    state_->free_qps.pop_front();
+    // Generations 1..kQpGenerations-1: qp_num is never 0 (0 means "no QP" on the wire).
+    gen = static_cast<uint16_t>(state_->qp_generation[slot] % (kQpGenerations - 1) + 1);
+    state_->qp_generation[slot] = gen;
+    core.reserved.fetch_add(attr.max_send_wr, std::memory_order_acq_rel);
+    (*state_->qp_words)[slot].store(QpWords::make(gen, 0, 0), std::memory_order_release);
+  }
+  auto core = std::make_shared<QpCore>(state_, cq->core(), slot, gen, attr);
+  return std::unique_ptr<QueuePair>(std::make_unique<TcpQp>(std::move(core)));
+}
+
+PortCounters TcpDevice::counters() const noexcept {
+  PortCounters c;
+  c.bytes = state_->bytes.load(std::memory_order_relaxed);
+  c.wrs = state_->wrs.load(std::memory_order_relaxed);
+  return c;
+}
+
+}  // namespace tent::fabric::tcp

@@ -1,0 +1,31 @@
+// A tcp device (private to engine/fabric/tcp): one listening socket, its MR table and
+// its service thread.
+#pragma once
+
+#include <memory>
+
+#include "fabric/tcp/tcp_internal.h"
+
+namespace tent::fabric::tcp {
+
+// Binds and listens on `spec.listen`, and starts the device's service thread.
+Result<std::shared_ptr<DeviceState>> openDevice(const config::TcpDevice& spec, uint32_t index,
+                                                const config::TcpFabricConfig& config);
+
+class TcpDevice final : public Device {
+ public:
+  explicit TcpDevice(std::shared_ptr<DeviceState> state) : state_(std::move(state)) {}
+  const DeviceInfo& info() const noexcept override { return state_->info; }
+  PortIdentity portIdentity() const override { return state_->identity; }
+  Result<std::unique_ptr<MemoryRegion>> registerMemory(void* addr, size_t length,
+                                                       uint32_t access) override;
+  Result<std::unique_ptr<CompletionQueue>> createCq(uint32_t depth) override;
+  Result<std::unique_ptr<QueuePair>> createQp(const QpInitAttr& attr) override;
+  PortCounters counters() const noexcept override;
+  DeviceState& state() noexcept { return *state_; }
+
+ private:
+  std::shared_ptr<DeviceState> state_;
+};
+
+}  // namespace tent::fabric::tcp

@@ -1,0 +1,90 @@
+// The tcp provider's QP control path: creation, the RC state machine, and handing
+// the connection set-up to the service thread (modifyToRtr never blocks on the network).
+#include <bit>
+#include <string>
+
+#include "fabric/tcp/tcp_internal.h"
+#include "tent/log.h"
+
+namespace tent::fabric::tcp {
+
+QpCore::QpCore(std::shared_ptr<DeviceState> device, std::shared_ptr<CqCore> send_cq,
+               uint32_t slot_index, uint16_t generation, const QpInitAttr& attr)
+    : dev(std::move(device)),
+      cq(std::move(send_cq)),
+      slot(slot_index),
+      gen(generation),
+      qp_num(uint32_t{generation} << kQpSlotBits | slot_index),
+      max_send_wr(attr.max_send_wr),
+      max_sge(attr.max_sge),
+      mask(std::bit_ceil(uint64_t{attr.max_send_wr}) - 1),
+      slots(std::make_unique<WrSlot[]>(mask + 1)),
+      sge_pool(std::make_unique<Sge[]>((mask + 1) * attr.max_sge)) {}
+
+TcpQp::TcpQp(std::shared_ptr<QpCore> core) : q_(std::move(core)) {
+  q_->dev->loop->attach(q_);
+}
+
+TcpQp::~TcpQp() {
+  DeviceState& dev = *q_->dev;
+  dev.loop->detach(q_);  // the loop closed the connection and let go of the QP
+  // Completions still in the CQ are stale from now on: each hands its entry back
+  // when it is polled; the rest of the reservation comes back now.
+  const uint64_t old = (*dev.qp_words)[q_->slot].exchange(0, std::memory_order_acq_rel);
+  const uint32_t unpolled = QpWords::unpolled(old);
+  q_->cq->reserved.fetch_sub(q_->max_send_wr - unpolled, std::memory_order_acq_rel);
+  std::lock_guard<std::mutex> g(dev.ctrl_mutex);
+  dev.free_qps.push_back(q_->slot);
+}
+
+Status TcpQp::transition(QpState from, QpState to) {
+  QpState now = from;
+  if (!q_->state.compare_exchange_strong(now, to, std::memory_order_acq_rel)) {
+    return Status::FailedPrecondition(
+        "tcp QP " + std::to_string(q_->qp_num) + ": cannot go to " + std::string(toString(to)) +
+        " from " + std::string(toString(now)) + " (needs " + std::string(toString(from)) + ")");
+  }
+  return Status::OK();
+}
+
+Status TcpQp::modifyToInit() {
+  if (state() == QpState::kInit) return Status::OK();  // INIT -> INIT is legal in verbs
+  return transition(QpState::kReset, QpState::kInit);
+}
+
+Status TcpQp::modifyToRtr(const QpRemote& remote) {
+  const std::string who = "tcp QP " + std::to_string(q_->qp_num);
+  if (state() != QpState::kInit) return transition(QpState::kInit, QpState::kRtr);  // the error
+  if (remote.qp_num == 0 || remote.qp_num >= (1u << 24)) {
+    return Status::InvalidArgument(who + ": remote qp_num " + std::to_string(remote.qp_num) +
+                                   " is not a QP number");
+  }
+  auto address = addressOf(remote.port);
+  if (!address.ok()) return address.status().withContext(who + " RTR");
+  const PortIdentity& local = q_->dev->identity;
+  if (remote.port == local && remote.qp_num == q_->qp_num) {
+    return Status::InvalidArgument(who + ": a tcp QP cannot be connected to itself");
+  }
+  // Read by the service thread after it sees RTR (release below) or the command.
+  q_->remote = remote;
+  q_->role = weConnect(local, q_->qp_num, remote) ? Role::kConnector : Role::kAcceptor;
+  TENT_RETURN_IF_ERROR(transition(QpState::kInit, QpState::kRtr));
+  TENT_DEBUG(kFabric, "tcp QP %u on %s -> %s qp %u (%s)", q_->qp_num, q_->dev->info.name.c_str(),
+             toText(*address).c_str(), remote.qp_num,
+             q_->role == Role::kConnector ? "connects" : "accepts");
+  q_->dev->loop->rtr(q_);
+  return Status::OK();
+}
+
+Status TcpQp::modifyToRts() {
+  return transition(QpState::kRtr, QpState::kRts);
+}
+
+Status TcpQp::modifyToError() {
+  q_->flush_requested.store(true, std::memory_order_seq_cst);
+  q_->state.store(QpState::kError, std::memory_order_seq_cst);
+  q_->dev->loop->error(q_);
+  return Status::OK();
+}
+
+}  // namespace tent::fabric::tcp
