@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include "config/config.h"
+#include "fabric/select/select_provider.h"
 #include "fabric/tcp/tcp_wire.h"
 #include "tcp_test_util.h"
 #include "topology/topology.h"
