@@ -301,6 +301,8 @@ struct BootstrapConfig {
 
 struct TimeoutConfig {
   uint32_t endpoint_destroy_ms = 1000;  // drain budget when an endpoint is destroyed
+  // How long unregistering with cancellation waits for the canceled transfers to drain.
+  uint32_t unregister_drain_ms = 5000;
 
   bool operator==(const TimeoutConfig&) const = default;
 };

@@ -512,6 +512,7 @@ void readBootstrap(MapReader& m, BootstrapConfig* b) {
 
 void readTimeouts(MapReader& m, TimeoutConfig* t) {
   m.integer("endpoint_destroy_ms", &t->endpoint_destroy_ms, 0, kMaxLinkTimeoutMs);
+  m.integer("unregister_drain_ms", &t->unregister_drain_ms, 0, kMaxLinkTimeoutMs);
 }
 
 void readMetrics(MapReader& m, MetricsConfig* metrics) {

@@ -87,7 +87,7 @@ Result<void*> TransferEngineImpl::allocateDeviceMemory(size_t length, int gpu,
   return mem->ptr;
 }
 
-Status TransferEngineImpl::freeLocalMemory(void* addr) {
+Status TransferEngineImpl::freeLocalMemory(void* addr, UnregisterMode mode) {
   Allocation a;
   {
     std::lock_guard<std::mutex> lock(alloc_mu_);
@@ -95,9 +95,15 @@ Status TransferEngineImpl::freeLocalMemory(void* addr) {
     if (it == allocations_.end())
       return Status::NotFound("free: memory was not allocated by allocateLocalMemory");
     a = it->second;
-    allocations_.erase(it);
   }
-  (void)transport_->unregisterBuffer(addr);
+  // Unregistered first: memory a transfer still uses is neither unregistered nor freed.
+  Status s = transport_->unregisterBuffer(addr, mode);
+  if (!s.ok()) return s.withContext("free");
+  {
+    std::lock_guard<std::mutex> lock(alloc_mu_);
+    // A concurrent free of the same address could not unregister it too: ours alone.
+    allocations_.erase(addr);
+  }
   return release(addr, a);
 }
 
@@ -106,14 +112,14 @@ Status TransferEngineImpl::registerLocalMemory(void* addr, size_t length, const 
   return transport_->registerBuffer(addr, length, location, false, access);
 }
 
-Status TransferEngineImpl::unregisterLocalMemory(void* addr) {
+Status TransferEngineImpl::unregisterLocalMemory(void* addr, UnregisterMode mode) {
   {
     std::lock_guard<std::mutex> lock(alloc_mu_);
     if (allocations_.count(addr) != 0)  // freeLocalMemory owns that registration
       return Status::FailedPrecondition(
           "unregister: memory from allocateLocalMemory; use freeLocalMemory");
   }
-  return transport_->unregisterBuffer(addr);
+  return transport_->unregisterBuffer(addr, mode);
 }
 
 Result<SegmentId> TransferEngineImpl::openSegment(const std::string& name) {

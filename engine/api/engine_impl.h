@@ -33,10 +33,11 @@ class TransferEngineImpl final : public TransferEngine {
   // Same default arguments as the interface, so calls through the impl type work too.
   Result<void*> allocateLocalMemory(size_t length, const Location& location = "*",
                                     MemoryAccess access = MemoryAccess::kRemoteReadWrite) override;
-  Status freeLocalMemory(void* addr) override;
+  Status freeLocalMemory(void* addr, UnregisterMode mode = UnregisterMode::kFailIfInUse) override;
   Status registerLocalMemory(void* addr, size_t length, const Location& location = "*",
                              MemoryAccess access = MemoryAccess::kRemoteReadWrite) override;
-  Status unregisterLocalMemory(void* addr) override;
+  Status unregisterLocalMemory(void* addr,
+                               UnregisterMode mode = UnregisterMode::kFailIfInUse) override;
   Result<SegmentId> openSegment(const std::string& name) override;
   Status closeSegment(SegmentId id) override;
   Result<std::vector<SegmentBufferInfo>> segmentBuffers(SegmentId id) override;

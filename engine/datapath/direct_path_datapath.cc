@@ -274,7 +274,7 @@ void DirectPath::completeSlice(RdmaSlice* s, fabric::WcStatus status, uint64_t n
 // slice, whose flushes count.
 void DirectPath::retryOrFail(RdmaTask& task, RdmaSlice* s, fabric::WcStatus status,
                              uint64_t now) noexcept {
-  const bool canceled = task.cancel_requested.load(std::memory_order_acquire);
+  const bool canceled = task.cancelRequested();
   const bool flushed = status == fabric::WcStatus::kFlushed;
   if (canceled || task.failing() ||
       (!flushed && s->retries >= dp_.config().workers.max_slice_retries)) {

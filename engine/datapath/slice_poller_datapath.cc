@@ -168,7 +168,7 @@ SlicePoller::Stage SlicePoller::stageSlice_lc(RdmaSlice* s, uint64_t now) noexce
   const auto& wcfg = dp_.config().workers;
   RdmaTask& task = *s->task;
   // A canceled or failing task starts no new WR; its status waits for those posted.
-  if (task.cancel_requested.load(std::memory_order_acquire) || task.failing()) {
+  if (task.cancelRequested() || task.failing()) {
     finish_lc(s, SliceResult::kCanceled);
     return Stage::kGone;
   }
@@ -313,7 +313,7 @@ void SlicePoller::complete_lc(RdmaSlice* s, fabric::WcStatus status, uint64_t no
 
 void SlicePoller::failOrRetry_lc(RdmaSlice* s, uint64_t now) noexcept {
   const auto& wcfg = dp_.config().workers;
-  bool canceled = s->task->cancel_requested.load(std::memory_order_acquire);
+  bool canceled = s->task->cancelRequested();
   if (canceled || s->task->failing() || s->retries >= wcfg.max_slice_retries) {
     finish_lc(s, canceled ? SliceResult::kCanceled : SliceResult::kFailed);
     return;

@@ -180,26 +180,6 @@ Status LocalMemory::publishBuffers(std::vector<std::shared_ptr<LocalBuffer>> buf
   return Status::OK();
 }
 
-Status LocalMemory::unregisterBuffer(void* addr) {
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    auto table = std::make_shared<LocalBufferTable>(*view_.load(std::memory_order_relaxed)->table);
-    const auto group = reinterpret_cast<uint64_t>(addr);
-    size_t removed = 0;
-    for (size_t i = table->buffers.size(); i-- > 0;) {
-      if (table->buffers[i]->group != group) continue;
-      table->layouts.erase(table->layouts.begin() + static_cast<std::ptrdiff_t>(i));
-      table->buffers.erase(table->buffers.begin() + static_cast<std::ptrdiff_t>(i));
-      ++removed;
-    }
-    if (removed == 0) return Status::NotFound("unregister: no buffer registered at this address");
-    table->version = ++version_;
-    publishLocked(std::move(table));
-  }
-  if (on_change_) on_change_();
-  return Status::OK();
-}
-
 metadata::SegmentDescriptor LocalMemory::buildDescriptor(const LocalBufferTable& table) const {
   metadata::SegmentDescriptor d;
   d.name = segment_name_;

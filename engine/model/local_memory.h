@@ -44,8 +44,12 @@ class LocalMemory {
   // it) is one buffer per physical allocation, on the devices that can reach its GPU.
   Status registerBuffer(void* addr, size_t length, const Location& location, bool engine_allocated,
                         MemoryAccess access);
-  // Unregisters every buffer registered at `addr`.
-  Status unregisterBuffer(void* addr);
+  // Unregisters every buffer registered at `addr` (local_memory_unregister.cc). While
+  // tasks use one of them: kFailIfInUse refuses (FailedPrecondition, how many);
+  // kCancelTransfers cancels them and waits up to `drain_ns` for them to end (then
+  // Timeout, and the buffers stay registered). Once it returns OK no task uses them,
+  // none can start, and their memory regions are deregistered.
+  Status unregisterBuffer(void* addr, UnregisterMode mode, uint64_t drain_ns);
   ~LocalMemory();
   LocalMemory(const LocalMemory&) = delete;
   LocalMemory& operator=(const LocalMemory&) = delete;
@@ -88,6 +92,12 @@ class LocalMemory {
   void publishLocked(std::shared_ptr<const LocalBufferTable> table);
   // Under mu_: frees retired views no reader can still hold.
   void reapLocked();
+  // Unregistration (local_memory_unregister.cc).
+  using BufferList = std::vector<std::shared_ptr<LocalBuffer>>;
+  Result<BufferList> groupLocked(uint64_t group) const;
+  Status drain(const BufferList& group, uint64_t drain_ns);
+  // Under mu_: publishes the table without `group` and deregisters its memory regions.
+  void removeLocked(uint64_t group, const BufferList& buffers);
 
   mutable std::mutex mu_;
   std::atomic<const LocalTableView*> view_{nullptr};                 // replaced under mu_

@@ -17,6 +17,16 @@ void RdmaTask::reset(const Request& req, uint32_t slices) noexcept {
   state.store(static_cast<uint8_t>(TransferState::PENDING), std::memory_order_release);
 }
 
+void RdmaTask::endUnstarted(TransferState s) noexcept {
+  reset(request, 0);
+  releaseSource();
+  state.store(static_cast<uint8_t>(s), std::memory_order_release);
+}
+
+void releaseSources(RdmaTask* tasks, size_t n) noexcept {
+  for (size_t i = 0; i < n; ++i) tasks[i].releaseSource();
+}
+
 TransferState errorState(SliceResult r) noexcept {
   switch (r) {
     case SliceResult::kTimeout:
@@ -41,6 +51,9 @@ bool updateSliceStatus(RdmaTask& task, uint64_t bytes, SliceResult result,
     const TransferState to = err ? static_cast<TransferState>(err) : TransferState::COMPLETED;
     assert(to != TransferState::COMPLETED ||
            task.transferred_bytes.load(std::memory_order_relaxed) == task.request.length);
+    // No WR of the task is left: its source buffer may go. Before the state, so a
+    // caller that sees the task terminal can unregister the buffer at once.
+    task.releaseSource();
     auto expected = static_cast<uint8_t>(TransferState::PENDING);
     finished = task.state.compare_exchange_strong(expected, static_cast<uint8_t>(to),
                                                   std::memory_order_acq_rel);

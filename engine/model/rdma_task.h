@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "fabric/fabric.h"
+#include "model/buffer_use.h"
 #include "tent/transfer_engine.h"
 #include "topology/rail_map.h"
 
@@ -49,6 +50,10 @@ struct RdmaTask {
   uint64_t device_mask = ~0ull;
   bool latency_sensitive = false;  // tries the direct path first (direct.mode's rule)
   bool priority_lane = false;      // latency-sensitive, and its worker slices go to rail pollers
+  // The pin this task holds on its source buffer (taken when the request is resolved,
+  // dropped once, when the task ends): while it is held the buffer cannot be
+  // unregistered. nullptr when it holds none.
+  BufferUse* source_use = nullptr;
 
   // Direct path: the contexts whose lanes this task holds (bit = context index).
   std::atomic<bool> direct{false};
@@ -59,14 +64,33 @@ struct RdmaTask {
     return static_cast<TransferState>(state.load(std::memory_order_acquire));
   }
   bool failing() const noexcept { return error.load(std::memory_order_acquire) != 0; }
+  // The caller canceled the task, or an unregistration of its source buffer cancels
+  // the tasks using it: start no new WR.
+  bool cancelRequested() const noexcept {
+    return cancel_requested.load(std::memory_order_acquire) ||
+           (source_use && source_use->cancelRequested());
+  }
+  // Drops the task's pin on its source buffer (once; later calls do nothing). Called by
+  // whatever ends the task, before its terminal state is published.
+  void releaseSource() noexcept {
+    if (source_use) source_use->unpin();
+    source_use = nullptr;
+  }
   // Records `s` as the task's error unless an earlier one is recorded; true when it was.
   bool recordError(TransferState s) noexcept {
     uint8_t none = 0;
     return error.compare_exchange_strong(none, static_cast<uint8_t>(s), std::memory_order_acq_rel);
   }
-  // Control path: readies a task for a new request with `slices` slices.
+  // Control path: readies a task for a new request with `slices` slices (its source
+  // pin, taken before, is kept).
   void reset(const Request& req, uint32_t slices) noexcept;
+  // Ends a task that posts nothing (already past its deadline at submit) as `s`.
+  void endUnstarted(TransferState s) noexcept;
 };
+
+// Drops the source pins of `n` resolved tasks that will not run (a later request of
+// their submit call was refused).
+void releaseSources(RdmaTask* tasks, size_t n) noexcept;
 
 // One slice: a contiguous piece of a task carried by one WR.
 struct RdmaSlice {
@@ -95,8 +119,9 @@ struct RdmaSlice {
 };
 
 // Accounts one finished slice. Success adds its bytes; an error is recorded (the
-// first error wins). The last slice publishes the task's terminal state: the recorded
-// error, else COMPLETED (then transferred_bytes == length, asserted in debug builds).
+// first error wins). The last slice drops the task's source pin and publishes its
+// terminal state: the recorded error, else COMPLETED (then transferred_bytes ==
+// length, asserted in debug builds).
 // Returns true when this call finished the task, and writes the published state to
 // `*published` (when given). After it returns the task may be gone. Thread-safe,
 // lock-free.

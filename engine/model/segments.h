@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "fabric/fabric.h"
+#include "model/buffer_use.h"
 #include "wire/segment_descriptor.h"
 #include "tent/transfer_engine.h"
 #include "topology/rail_map.h"
@@ -32,6 +33,9 @@ struct LocalBuffer {
   std::vector<uint32_t> rkeys;                             // per device index
   topology::BufferLayout layout;
   std::vector<std::string> region_locations;  // names, parallel to layout.regions
+  // Tasks using it and its retirement (buffer_use.h); tasks reach the buffer through
+  // const snapshots, so it is mutable.
+  mutable BufferUse use;
 };
 
 struct LocalBufferTable {

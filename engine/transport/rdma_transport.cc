@@ -192,8 +192,9 @@ Status RdmaTransport::registerBuffer(void* addr, size_t length, const Location& 
   return local_->registerBuffer(addr, length, location, engine_allocated, access);
 }
 
-Status RdmaTransport::unregisterBuffer(void* addr) {
-  return local_->unregisterBuffer(addr);
+Status RdmaTransport::unregisterBuffer(void* addr, UnregisterMode mode) {
+  return local_->unregisterBuffer(addr, mode,
+                                  uint64_t{config_->timeouts.unregister_drain_ms} * 1'000'000);
 }
 
 Result<std::vector<SegmentBufferInfo>> RdmaTransport::segmentBuffers(SegmentId id) {

@@ -54,7 +54,8 @@ class RdmaTransport {
   uint64_t instance() const noexcept { return control_->instance(); }
   Status registerBuffer(void* addr, size_t length, const Location& location, bool engine_allocated,
                         MemoryAccess access);
-  Status unregisterBuffer(void* addr);
+  // Refused while tasks use the buffer, or cancels them (LocalMemory::unregisterBuffer).
+  Status unregisterBuffer(void* addr, UnregisterMode mode);
   std::shared_ptr<const LocalBufferTable> localTable() const { return local_->table(); }
   const LocalMemory& localMemory() const noexcept { return *local_; }
   Result<SegmentId> openSegment(const std::string& name) { return control_->openSegment(name); }

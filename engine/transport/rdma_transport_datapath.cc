@@ -69,6 +69,12 @@ Status RdmaTransport::resolveRequest(const Request& req, size_t index, RdmaTask&
         " slices of at most " +
         std::to_string(std::min(config_->workers.block_size, datapath_->maxWrBytes())) +
         " bytes, more than workers.slice_pool (" + std::to_string(slice_pool_->capacity()) + ")");
+  // Last, once nothing else can refuse the request: the task uses the buffer until it
+  // ends, and an unregistration that got there first makes the pin fail.
+  if (!lb->use.pin())
+    return Status::InvalidArgument(where() + "source " + hexRange(req.source, req.length) +
+                                   " is in memory being unregistered");
+  task.source_use = &lb->use;
   topology::LocationId location = topology::kAnyLocation;
   (void)topology::bufferLocationForRange(local.table->layouts, source, req.length, &location);
   task.local_table = local.table;  // the task's reference: its slices outlive this section
@@ -88,7 +94,11 @@ Status RdmaTransport::submitTransferTasks(std::span<const Request> requests, Rdm
   const LocalTableView& local = *local_->view();  // held by this read section
   for (size_t i = 0; i < requests.size(); ++i) {
     tasks[i].request = requests[i];
-    TENT_RETURN_IF_ERROR(resolveRequest(requests[i], i, tasks[i], local, device_mask));
+    Status s = resolveRequest(requests[i], i, tasks[i], local, device_mask);
+    if (!s.ok()) {
+      releaseSources(tasks, i);  // nothing of the call runs
+      return s;
+    }
   }
   size_t starved = 0;
   for (size_t i = 0; i < requests.size(); ++i) {
@@ -98,8 +108,7 @@ Status RdmaTransport::submitTransferTasks(std::span<const Request> requests, Rdm
     const uint64_t now = clock::engineNowNs();
     if (task.request.deadline_ns != 0 && task.request.deadline_ns <= steadyNowNs()) {
       // Already late: not started (nothing posted, no byte moved), TIMEOUT at once.
-      task.reset(task.request, 0);
-      task.state.store(static_cast<uint8_t>(TransferState::TIMEOUT), std::memory_order_release);
+      task.endUnstarted(TransferState::TIMEOUT);
       datapath_->completions().countExpiredAtSubmit();
       continue;
     }

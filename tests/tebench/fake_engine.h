@@ -51,14 +51,16 @@ class FakeEngine : public TransferEngine {
     if (!p) return Status::ResourceExhausted("fake: out of memory");
     return p;
   }
-  Status freeLocalMemory(void* addr) override {
+  Status freeLocalMemory(void* addr, UnregisterMode = UnregisterMode::kFailIfInUse) override {
     std::free(addr);
     return Status::OK();
   }
   Status registerLocalMemory(void*, size_t, const Location&, MemoryAccess) override {
     return Status::OK();
   }
-  Status unregisterLocalMemory(void*) override { return Status::OK(); }
+  Status unregisterLocalMemory(void*, UnregisterMode = UnregisterMode::kFailIfInUse) override {
+    return Status::OK();
+  }
 
   Result<SegmentId> openSegment(const std::string& name) override {
     if (name != "fake:1") return Status::NotFound("fake: no segment " + name);

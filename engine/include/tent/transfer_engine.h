@@ -103,6 +103,17 @@ std::string_view toString(MemoryAccess a) noexcept;  // "r", "w", "rw"
 // Parses "r", "w", "rw" (also "read", "write", "readwrite").
 Result<MemoryAccess> parseMemoryAccess(std::string_view text);
 
+// What unregisterLocalMemory / freeLocalMemory do when transfers still use the memory
+// (a task whose source lies in it and that is not terminal yet).
+enum class UnregisterMode : uint8_t {
+  // Refuse: FailedPrecondition naming how many transfers use it; nothing changes.
+  kFailIfInUse = 0,
+  // Cancel those transfers and return once they are drained (terminal: no WR of them
+  // can touch the memory), within timeouts.unregister_drain_ms; past it, Timeout and
+  // the memory stays registered.
+  kCancelTransfers = 1,
+};
+
 // One buffer registered in a segment, as its descriptor lists it.
 struct SegmentBufferInfo {
   uint64_t addr = 0;  // what Request::target_offset addresses
@@ -206,17 +217,37 @@ class TransferEngine {
   // This engine's segment name ("host:port" of its control listener).
   virtual std::string segmentName() const = 0;
 
+  // Memory lifetime. A transfer uses the local memory its Request::source lies in from
+  // submitTransfer() until it is terminal (COMPLETED, FAILED, CANCELED, TIMEOUT; terminal
+  // means drained: no WR of it can touch the memory any more). While any transfer uses
+  // a registration, unregisterLocalMemory and freeLocalMemory never return OK: with
+  // kFailIfInUse (the default) they fail with FailedPrecondition naming how many
+  // transfers use it and change nothing; with kCancelTransfers they cancel those
+  // transfers and return OK once they are drained. Once either returned OK, nothing is
+  // posted from or into the range any more: a submit naming it fails, and its memory
+  // regions are deregistered (a peer's READ or WRITE of it fails with a remote access
+  // error), so the caller may free or reuse the memory. A local transfer (target
+  // LOCAL_SEGMENT_ID) whose *target* lies in the range is the peer's side of it: it
+  // fails with a remote access error as any peer's would, never writes the range.
+  // The same on every provider.
+
   // Memory that every provider reaches by its fastest path, registered on every device.
   virtual Result<void*> allocateLocalMemory(
       size_t length, const Location& location = "*",
       MemoryAccess access = MemoryAccess::kRemoteReadWrite) = 0;
-  virtual Status freeLocalMemory(void* addr) = 0;
+  // Unregisters and frees memory of allocateLocalMemory (see "Memory lifetime").
+  virtual Status freeLocalMemory(void* addr,
+                                 UnregisterMode mode = UnregisterMode::kFailIfInUse) = 0;
   // Registers caller-owned memory on every device. `location` "*" = ask the topology.
   // The range must be mapped, and writable (the local side READs into it): every
   // provider refuses it otherwise, as a NIC does when it pins the pages.
   virtual Status registerLocalMemory(void* addr, size_t length, const Location& location = "*",
                                      MemoryAccess access = MemoryAccess::kRemoteReadWrite) = 0;
-  virtual Status unregisterLocalMemory(void* addr) = 0;
+  // Unregisters what registerLocalMemory registered at `addr` (see "Memory lifetime").
+  // With kCancelTransfers it waits for the drain: in manual lcore mode another thread
+  // must step the pollers meanwhile.
+  virtual Status unregisterLocalMemory(void* addr,
+                                       UnregisterMode mode = UnregisterMode::kFailIfInUse) = 0;
 
   // Opens a peer's segment by name ("host:port"); fetches and caches its descriptor.
   // Returns within bootstrap.connect_timeout_ms + io_timeout_ms (then Timeout).
