@@ -47,7 +47,11 @@ bool updateSliceStatus(RdmaTask& task, uint64_t bytes, SliceResult result,
     task.recordError(errorState(result));
   // acq_rel: the last slice sees every other slice's bytes and error before publishing.
   if (task.slices_left.fetch_sub(1, std::memory_order_acq_rel) == 1) {
-    const uint8_t err = task.error.load(std::memory_order_acquire);
+    uint8_t err = task.error.load(std::memory_order_acquire);
+    // Its source buffer is being unregistered with cancellation: the task was canceled
+    // (its posted WRs drained, as after cancelTransfer()).
+    if (err == 0 && task.source_use && task.source_use->cancelRequested())
+      err = static_cast<uint8_t>(TransferState::CANCELED);
     const TransferState to = err ? static_cast<TransferState>(err) : TransferState::COMPLETED;
     assert(to != TransferState::COMPLETED ||
            task.transferred_bytes.load(std::memory_order_relaxed) == task.request.length);
