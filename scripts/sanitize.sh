@@ -26,7 +26,7 @@ case "$kind" in
     # the tcp provider (posters, pollers and its service threads on shared queues).
     tests=(engine_direct_race engine_direct_race_fake_verbs lcore_unit lcore_eal fabric_tcp_unit)
     targets=(tests/engine/engine_direct_race tests/lcore/lcore_unit_tests tests/lcore/lcore_eal_tests
-             tests/fabric_tcp/fabric_tcp_unit)
+             tests/engine/fabric/tcp/fabric_tcp_unit)
     suites=("${tests[@]}")
     ;;
   *) echo "sanitize: unknown pass '$kind' (asan or tsan)" >&2; exit 2 ;;

@@ -6,6 +6,7 @@
 #include <cstring>
 #include <string>
 
+#include "base/mapped_range.h"
 #include "fabric/tcp/tcp_device.h"
 #include "tent/log.h"
 
@@ -104,6 +105,10 @@ Result<std::unique_ptr<MemoryRegion>> TcpDevice::registerMemory(void* addr, size
   if ((access & kAccessRemoteWrite) && !(access & kAccessLocalWrite)) {
     return Status::InvalidArgument("tcp: REMOTE_WRITE requires LOCAL_WRITE (as in verbs)");
   }
+  // A NIC pins the pages now and fails with EFAULT; a socket call would fault later.
+  const bool writable = (access & (kAccessLocalWrite | kAccessRemoteWrite)) != 0;
+  Status mapped = checkMappedRange(reinterpret_cast<uintptr_t>(addr), length, writable);
+  if (!mapped.ok()) return mapped.withContext("tcp " + state_->info.name + ": registerMemory");
   auto key = state_->mrs.add(reinterpret_cast<uint64_t>(addr), length, access);
   if (!key.ok()) return key.status().withContext("tcp device " + state_->info.name);
   return std::unique_ptr<MemoryRegion>(std::make_unique<TcpMr>(state_, addr, length, *key, access));
