@@ -222,6 +222,12 @@ MemoryAccess toAccess(py::handle h) {
   return unwrap(parseMemoryAccess(toStr(h, "access")));
 }
 
+UnregisterMode toUnregisterMode(py::handle cancel) {
+  if (!PyBool_Check(cancel.ptr()))
+    raiseInvalid(std::string("cancel: expected a bool, got ") + Py_TYPE(cancel.ptr())->tp_name);
+  return cancel.ptr() == Py_True ? UnregisterMode::kCancelTransfers : UnregisterMode::kFailIfInUse;
+}
+
 uint64_t deadlineFromNowUs(py::handle deadline_us) {
   const uint64_t us = toU64(deadline_us, "deadline_us");
   if (us == 0) return 0;

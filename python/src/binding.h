@@ -47,6 +47,8 @@ std::string toStr(py::handle h, const char* what);
 OpCode toOpCode(py::handle h);
 IntentType toIntent(py::handle h);
 MemoryAccess toAccess(py::handle h);
+// `cancel` (a bool) of unregister_memory / free_local_memory.
+UnregisterMode toUnregisterMode(py::handle cancel);
 // `deadline_us` relative to now -> Request::deadline_ns (absolute steady clock); 0 = none.
 uint64_t deadlineFromNowUs(py::handle deadline_us);
 

@@ -168,9 +168,10 @@ uint64_t Engine::allocateLocalMemory(py::handle length, py::handle location, py:
   return reinterpret_cast<uint64_t>(addr);
 }
 
-void Engine::freeLocalMemory(py::handle addr) {
+void Engine::freeLocalMemory(py::handle addr, py::handle cancel) {
   void* a = reinterpret_cast<void*>(toU64(addr, "addr"));
-  call([&](TransferEngine& e) { return e.freeLocalMemory(a); });
+  const UnregisterMode mode = toUnregisterMode(cancel);
+  call([&](TransferEngine& e) { return e.freeLocalMemory(a, mode); });
 }
 
 void Engine::registerMemory(py::handle buf, py::handle length, py::handle location,
@@ -190,10 +191,15 @@ void Engine::registerMemory(py::handle buf, py::handle length, py::handle locati
   if (b.view || b.owner) registrations_[b.addr] = std::move(b);
 }
 
-void Engine::unregisterMemory(py::handle buf) {
+void Engine::unregisterMemory(py::handle buf, py::handle cancel) {
   const uint64_t addr = toBuffer(buf, /*writable=*/false).addr;
-  call([&](TransferEngine& e) { return e.unregisterLocalMemory(reinterpret_cast<void*>(addr)); });
-  registrations_.erase(addr);
+  const UnregisterMode mode = toUnregisterMode(cancel);
+  // Raises while transfers use the memory (or when canceling them did not drain in
+  // time): the object stays held, since the engine may still move bytes in or out.
+  call([&](TransferEngine& e) {
+    return e.unregisterLocalMemory(reinterpret_cast<void*>(addr), mode);
+  });
+  registrations_.erase(addr);  // the engine released it: no WR can touch it any more
 }
 
 SegmentId Engine::openSegment(py::handle name) {

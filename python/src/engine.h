@@ -35,9 +35,9 @@ class Engine {
   static void closeAll();
 
   uint64_t allocateLocalMemory(py::handle length, py::handle location, py::handle access);
-  void freeLocalMemory(py::handle addr);
+  void freeLocalMemory(py::handle addr, py::handle cancel);
   void registerMemory(py::handle buf, py::handle length, py::handle location, py::handle access);
-  void unregisterMemory(py::handle buf);
+  void unregisterMemory(py::handle buf, py::handle cancel);
 
   SegmentId openSegment(py::handle name);
   void closeSegment(py::handle segment);
@@ -107,7 +107,9 @@ class Engine {
   std::atomic<int64_t> users_{0};
   const uint64_t fork_generation_;
   // Buffers registered from Python objects, kept alive (and their exports held)
-  // while registered. Touched only with the GIL held.
+  // while registered: an entry goes only once the engine unregistered the memory,
+  // which it does only when no transfer uses it any more (or after close()).
+  // Touched only with the GIL held.
   std::map<uint64_t, Buffer> registrations_;
 };
 

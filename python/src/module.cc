@@ -92,7 +92,11 @@ void bindMemoryAndSegments(py::class_<Engine>& c) {
   c.def("allocate_local_memory", &Engine::allocateLocalMemory, py::arg("length"),
         py::arg("location") = "*", py::arg("access") = "rw",
         "Engine-allocated memory, registered on every device; returns its address.")
-      .def("free_local_memory", &Engine::freeLocalMemory, py::arg("addr"))
+      .def("free_local_memory", &Engine::freeLocalMemory, py::arg("addr"),
+           py::arg("cancel") = false,
+           "Unregisters and frees allocate_local_memory's memory. While transfers use it: "
+           "raises tent.Error (FailedPrecondition), or with cancel=True cancels them and "
+           "frees it once they are drained.")
       .def("register_memory", &Engine::registerMemory, py::arg("buf"),
            py::arg("length") = py::none(), py::arg("location") = "*", py::arg("access") = "rw",
            "buf: an int address (length required), a writable contiguous buffer (numpy array, "
@@ -100,7 +104,11 @@ void bindMemoryAndSegments(py::class_<Engine>& c) {
            "__cuda_array_interface__ (torch, cupy; a GPU tensor registers on its GPU). "
            "location '*': host memory by NUMA node, GPU memory by the CUDA driver. "
            "access: 'r', 'w' or 'rw' (what peers may do).")
-      .def("unregister_memory", &Engine::unregisterMemory, py::arg("buf"))
+      .def("unregister_memory", &Engine::unregisterMemory, py::arg("buf"),
+           py::arg("cancel") = false,
+           "While transfers read into or write from the memory: raises tent.Error "
+           "(FailedPrecondition, naming how many) and keeps holding buf; cancel=True "
+           "cancels them and returns once they are drained. On return buf is released.")
       .def("open_segment", &Engine::openSegment, py::arg("name"),
            "Opens a peer's segment by its 'host:port' name; returns its id.")
       .def("close_segment", &Engine::closeSegment, py::arg("segment"))

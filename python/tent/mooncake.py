@@ -216,14 +216,15 @@ class TransferEngine:
 
     @_returns(-1)
     def batch_unregister_memory(self, buffer_addresses):
-        failed = []
+        failed, code = [], None
         for addr in buffer_addresses:
             try:
                 self._native().unregister_memory(addr)
             except tent.Error as e:
                 failed.append(f"{addr:#x}: {e}")
+                code = code or e.code  # memory in use: FailedPrecondition, not NotFound
         if failed:
-            raise tent.Error("NotFound", "; ".join(failed))
+            raise tent.Error(code, "; ".join(failed))
         return 0
 
     @_returns(-1)

@@ -15,6 +15,7 @@ import contextlib
 import gc
 import os
 import signal
+import time
 import weakref
 
 import numpy as np
@@ -50,10 +51,28 @@ def fresh(quiet_peer):
     e.close()
 
 
+def all_threads_stopped(pid):
+    """Every thread of `pid` in the stopped state (SIGSTOP is delivered asynchronously:
+    a thread runs on until it next enters the kernel)."""
+    for tid in os.listdir(f"/proc/{pid}/task"):
+        try:
+            with open(f"/proc/{pid}/task/{tid}/stat") as f:
+                state = f.read().rsplit(")", 1)[1].split()[0]
+        except FileNotFoundError:  # the thread ended
+            continue
+        if state not in ("T", "t"):
+            return False
+    return True
+
+
 @contextlib.contextmanager
 def stopped(peer):
     os.kill(peer.proc.pid, signal.SIGSTOP)
     try:
+        deadline = time.monotonic() + 30  # a bound against a hang, not a speed requirement
+        while not all_threads_stopped(peer.proc.pid):
+            assert time.monotonic() < deadline, "the peer did not stop"
+            time.sleep(0.001)
         yield
     finally:
         os.kill(peer.proc.pid, signal.SIGCONT)
@@ -150,3 +169,11 @@ def test_free_local_memory_is_refused_then_cancels_with_cancel_true(fresh, quiet
     with pytest.raises(tent.Error, match="NotFound"):
         engine.free_local_memory(mem)
     engine.free_batch(batch)
+
+
+def test_cancel_must_be_a_bool(engine):
+    buf = np.zeros(4096, dtype=np.uint8)
+    engine.register_memory(buf)
+    with pytest.raises(tent.Error, match="InvalidArgument.*cancel"):
+        engine.unregister_memory(buf, cancel="yes")
+    engine.unregister_memory(buf, cancel=False)
