@@ -18,6 +18,7 @@
 #include <atomic>
 #include <cstdio>
 #include <fstream>
+#include <future>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -25,6 +26,8 @@
 #include <thread>
 #include <vector>
 
+#include "control/control_plane.h"
+#include "control/endpoint_manager.h"
 #include "tests/support/bounded_call.h"
 #include "tests/support/engine_test_util.h"
 #include "tests/support/peer_process.h"
@@ -54,6 +57,17 @@ constexpr double kCallBound = (kConnectMs + kIoMs) / 1000.0 + 10;
 constexpr double kTransferBound = 60;
 constexpr size_t kPeerBytes = 1 << 20, kRegion = 32 << 10;
 constexpr int kPeers = 2, kWorkers = 3;
+
+// What the engine's endpoints are, asked on its control loop (bounded).
+std::string describeEndpoints(TransferEngineImpl& e) {
+  auto& control = e.transport().control();
+  auto answer = std::make_shared<std::promise<std::string>>();
+  auto text = answer->get_future();
+  control.loop().post([&control, answer] { answer->set_value(control.endpoints().describe()); });
+  if (text.wait_for(std::chrono::seconds(10)) != std::future_status::ready)
+    return "(the control loop did not answer)\n";
+  return text.get();
+}
 
 double secondsSince(std::chrono::steady_clock::time_point t) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
@@ -187,7 +201,21 @@ class Chaos {
   bool transfer(BatchId b, size_t task, const Request& req) {
     if (!e_.submitTransfer(b, {&req, 1}).ok()) return false;
     const TransferStatus st = waitTask(e_, b, task, kTransferBound);
-    if (st.state == TransferState::PENDING) hung("transfer");
+    if (st.state == TransferState::PENDING) {
+      const EngineStats es = e_.stats();
+      std::fprintf(
+          stderr,
+          "chaos: a %s of %lu bytes to segment %lu still pending: slices posted %lu, "
+          "completed %lu, errors %lu, retries %lu; direct lanes in use %lu\n%s",
+          req.opcode == OpCode::WRITE ? "WRITE" : "READ", static_cast<unsigned long>(req.length),
+          static_cast<unsigned long>(req.target_id),
+          static_cast<unsigned long>(es.worker.slices_posted),
+          static_cast<unsigned long>(es.worker.slices_completed),
+          static_cast<unsigned long>(es.worker.slice_errors),
+          static_cast<unsigned long>(es.worker.slice_retries),
+          static_cast<unsigned long>(es.direct.lanes_in_use), describeEndpoints(e_).c_str());
+      hung("transfer");
+    }
     return st.state == TransferState::COMPLETED;
   }
 
@@ -420,6 +448,7 @@ TEST(Chaos, FaultsInjectedAndSurvived) {
       delta(now.connections, base.connections), delta(now.slices_open, base.slices_open),
       delta(now.lanes, base.lanes), delta(now.fds, base.fds), delta(now.threads, base.threads),
       delta(now.maps, base.maps), now.rss - base.rss);
+  if (!back) std::printf("chaos: endpoints held at the end:\n%s", describeEndpoints(e).c_str());
   std::fflush(stdout);
   EXPECT_TRUE(back) << "resources did not return to their baseline (seed " << seed << ")";
   EXPECT_EQ(c.corrupt.load(), 0u) << "seed " << seed;
