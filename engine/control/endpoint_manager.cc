@@ -1,12 +1,13 @@
 #include "control/endpoint_manager.h"
 
 #include <algorithm>
+#include <cstdio>
+#include <string>
 
 #include "base/clock.h"
 #include "base/ebr.h"
 #include "control/control_plane.h"
 #include "control/peer_segments.h"
-#include "wire/bootstrap.h"
 #include "model/local_memory.h"
 #include "model/rdma_context.h"
 #include "tent/log.h"
@@ -324,6 +325,27 @@ void EndpointManager::step() {
     setState(*slot, SlotState::kIdle);
     connect(*slot);
   }
+}
+
+std::string EndpointManager::describe() {
+  std::string out;
+  for (const auto& [ep, t] : all_) {
+    rdma::SegmentRecord* rec = plane_.deps().segments.find(ep->segment());
+    EndpointSlot* slot = rec ? rec->slot(ep->context().index(), ep->peerDevice()) : nullptr;
+    const char* role = slot == nullptr            ? "no published record"
+                       : slot->ready.load() == ep ? "ready in its slot"
+                       : slot->connecting == ep   ? "connecting in its slot"
+                                                  : "not in its slot";
+    char line[256];
+    std::snprintf(line, sizeof line,
+                  "endpoint %s -> segment %lu device %u generation %lu: %s, %s, %u QPs, %s\n",
+                  ep->context().name().c_str(), static_cast<unsigned long>(ep->segment()),
+                  ep->peerDevice(), static_cast<unsigned long>(ep->generation()),
+                  std::string(rdma::toString(ep->state())).c_str(), t.retired ? "retired" : "live",
+                  t.qps, role);
+    out += line;
+  }
+  return out;
 }
 
 }  // namespace tent::control

@@ -13,6 +13,7 @@
 #include <cstdint>
 #include <list>
 #include <random>
+#include <string>
 #include <unordered_map>
 #include <vector>
 
@@ -35,6 +36,9 @@ class EndpointManager {
   void retireAll(rdma::SegmentRecord& record);
   // Frees drained endpoints whose grace period passed; retries waiting connects.
   void step();
+  // One line per endpoint not yet freed (segment, device pair, state, its slot's view
+  // of it): what a test prints when endpoints do not return to their baseline.
+  std::string describe();
   bool busy() const noexcept {
     return !draining_.empty() || !retired_.empty() || !waiting_.empty();
   }

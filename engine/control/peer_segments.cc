@@ -4,7 +4,6 @@
 #include "base/ebr.h"
 #include "control/control_plane.h"
 #include "control/endpoint_manager.h"
-#include "wire/segment_descriptor.h"
 #include "model/local_memory.h"
 #include "model/rdma_context.h"
 #include "tent/log.h"
@@ -35,6 +34,14 @@ struct PeerSegments::Peer {
   std::unique_ptr<ClientSession> session;
   rdma::SegmentRecord* record = nullptr;
   std::vector<OpenDone> openers;
+
+  // Whatever path removes a segment, the callers waiting to open it get an answer: a
+  // waiter whose completion is dropped hears nothing until its own deadline (before
+  // the deadlines existed it waited forever, its own reference keeping the promise
+  // from ever breaking). drop() answers them first; this catches any other path.
+  ~Peer() {
+    for (auto& done : openers) done(Status::Canceled("segment " + name + " was closed"));
+  }
 };
 
 class PeerSegments::SessionListener final : public ClientSession::Listener {
@@ -271,8 +278,8 @@ void PeerSegments::onDown(Peer& p, const Status& why) {
   // peer restarting) tries again within its connect budget; authentication and
   // protocol errors end it at once.
   const bool transient = why.code() == StatusCode::kUnavailable;
-  // One reading of the clock: with two, the deadline could pass between them and the
-  // remaining time wrap around to centuries (a retry, and the open, that never come).
+  // One reading of the clock, so that the remaining budget never wraps (with two, it
+  // could; std::min with the backoff kept that harmless).
   const uint64_t now = clock::monotonicNs();
   if (!p.ever_up && !p.local && transient && now < p.open_deadline_ns) {
     const uint64_t delay = std::min<uint64_t>(

@@ -1,8 +1,10 @@
 // A short-lived initiator for the churn tests: opens a target segment, WRITEs a
 // pattern into the target's buffer and READs it back, verifies it, and exits -
 // cleanly (closing its engine) or, with "crash", by SIGKILLing itself after the
-// transfer, as a process that dies without cleaning up.
-//   engine_initiator <target host:port> <target buffer address> <offset> <seed> [crash]
+// transfer, as a process that dies without cleaning up, or with "close", by closing
+// its engine while a WRITE and a READ it just submitted are still in flight.
+//   engine_initiator <target host:port> <target buffer address> <offset> <seed>
+//                    [crash|close]
 // Exit code 0 when the bytes came back, 1 otherwise (2: bad arguments).
 #include <signal.h>
 
@@ -17,7 +19,8 @@ namespace {
 
 constexpr size_t kLength = 64 << 10;
 
-int run(const std::string& target, uint64_t addr, uint64_t offset, uint32_t seed, bool crash) {
+int run(const std::string& target, uint64_t addr, uint64_t offset, uint32_t seed, bool crash,
+        bool close_in_flight) {
   using namespace tent;  // NOLINT
   auto engine = tent::testing::makeEngine(tent::testing::simYaml());
   if (!engine) return 1;
@@ -40,6 +43,13 @@ int run(const std::string& target, uint64_t addr, uint64_t offset, uint32_t seed
   if (tent::testing::waitTask(*engine, b, 1).state != TransferState::COMPLETED) return 1;
   const bool same = tent::testing::checkPattern(buf + kLength, kLength, seed) == -1;
   if (crash) ::raise(SIGKILL);  // no close, no destructor: the target must notice
+  if (close_in_flight && same) {
+    auto again = *engine->allocateBatch(2);
+    if (!engine->submitTransfer(again, {&w, 1}).ok() ||
+        !engine->submitTransfer(again, {&r, 1}).ok())
+      return 1;
+    engine.reset();  // with both in flight: it must return, and the target keep no leftovers
+  }
   return same ? 0 : 1;
 }
 
@@ -47,10 +57,11 @@ int run(const std::string& target, uint64_t addr, uint64_t offset, uint32_t seed
 
 int main(int argc, char** argv) {
   if (argc < 5) {
-    std::fprintf(stderr, "usage: engine_initiator TARGET ADDR OFFSET SEED [crash]\n");
+    std::fprintf(stderr, "usage: engine_initiator TARGET ADDR OFFSET SEED [crash|close]\n");
     return 2;
   }
   return run(argv[1], std::strtoull(argv[2], nullptr, 0), std::strtoull(argv[3], nullptr, 0),
              static_cast<uint32_t>(std::strtoul(argv[4], nullptr, 0)),
-             argc > 5 && std::string(argv[5]) == "crash");
+             argc > 5 && std::string(argv[5]) == "crash",
+             argc > 5 && std::string(argv[5]) == "close");
 }

@@ -3,7 +3,21 @@
 // segment and opens it again while the peer is down (what tent.mooncake's probe and
 // reopen do), must get an answer from every openSegment: the id once the peer is
 // back, an error while it is away - never a call that does not return.
+//
+// The completion that was lost: a segment closed (closeSegment by another thread,
+// or the engine's close) while a caller waited to open it by name. The segment's
+// record went, and with it the caller's completion, unanswered; the caller held its
+// own reference to the promise, so it did not even break: openSegment waited
+// forever. CloseFromAnotherThreadAnswersAnOpenInProgress replays that sequence.
+#include <arpa/inet.h>
 #include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <future>
+#include <thread>
 
 #include "tests/support/bounded_call.h"
 #include "tests/support/engine_test_util.h"
@@ -97,6 +111,66 @@ TEST(LostOpen, CloseAndReopenWhileThePeerRestartsAlwaysAnswers) {
   std::printf("lost open: %d restarts x %d close+open while down: %d refused, %d opened\n",
               kRestarts, kAttempts, refused_while_down, opened_while_down);
   EXPECT_EQ(opened_while_down, 0);
+}
+
+// The port of a peer that is restarting: bound, its kernel accepts, nobody answers.
+struct RestartingPeerPort {
+  explicit RestartingPeerPort(uint16_t port) {
+    fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    int one = 1;
+    ::setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    a.sin_port = htons(port);
+    bound = ::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0 && ::listen(fd, 16) == 0;
+  }
+  ~RestartingPeerPort() { ::close(fd); }
+  // True once a connection is waiting to be accepted (the kernel completed it).
+  bool connectionArrives(int timeout_ms) {
+    pollfd p{fd, POLLIN, 0};
+    return ::poll(&p, 1, timeout_ms) == 1;
+  }
+  int fd = -1;
+  bool bound = false;
+};
+
+// What the hunt harness (three threads on one name, the peer killed and restarted)
+// ended in: thread B reopens the segment while the peer is restarting, thread A's
+// transfer fails and A closes the segment. B must hear at once that the segment was
+// closed. Only the public API: the same test hangs on the code before the fix.
+TEST(LostOpen, CloseFromAnotherThreadAnswersAnOpenInProgress) {
+  auto target = makeEngine(simYaml());
+  ASSERT_NE(target, nullptr);
+  // A connect budget far beyond the bound below: only the close can answer B in time.
+  std::string yaml = simYaml("endpoints: {reconnect_initial_ms: 60000, reconnect_max_ms: 60000}\n");
+  const std::string budget = "connect_timeout_ms: 1000";
+  yaml.replace(yaml.find(budget), budget.size(), "connect_timeout_ms: 120000");
+  auto owned = makeEngine(yaml);
+  ASSERT_NE(owned, nullptr);
+  const std::string name = target->segmentName();
+  auto seg = owned->openSegment(name);
+  ASSERT_TRUE(seg.ok()) << seg.status().toString();
+  const auto port = static_cast<uint16_t>(std::stoi(name.substr(name.rfind(':') + 1)));
+  target.reset();  // the peer dies; its restart has bound the port but does not answer yet
+  RestartingPeerPort restarting(port);
+  ASSERT_TRUE(restarting.bound);
+  TransferEngineImpl* engine = owned.get();
+  // On a thread of its own, detached: a call that never returns must not hold the test.
+  auto answer = std::make_shared<std::promise<Result<SegmentId>>>();
+  auto reopen = answer->get_future();
+  std::thread([engine, name, answer] { answer->set_value(engine->openSegment(name)); }).detach();
+  // B's open is in progress once its connection reached the port.
+  ASSERT_TRUE(restarting.connectionArrives(30000));
+  ASSERT_TRUE(engine->closeSegment(*seg).ok());
+  if (reopen.wait_for(std::chrono::duration<double>(kCallBound)) != std::future_status::ready) {
+    ADD_FAILURE() << "openSegment in progress was not answered when its segment was closed";
+    (void)owned.release();  // the hung call holds the engine
+    return;
+  }
+  auto r = reopen.get();
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), StatusCode::kCanceled) << r.status().toString();
 }
 
 }  // namespace
