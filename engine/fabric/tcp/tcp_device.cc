@@ -7,6 +7,7 @@
 #include <string>
 
 #include "base/mapped_range.h"
+#include "cuda/cuda_driver.h"
 #include "cuda/cuda_memory.h"
 #include "fabric/tcp/tcp_device.h"
 #include "tent/log.h"
@@ -129,6 +130,21 @@ Result<std::unique_ptr<MemoryRegion>> TcpDevice::registerGpuMemory(void* addr, s
   const std::string where = "tcp " + state_->info.name + ": registerGpuMemory";
   if (gpu.kind != cuda::MemoryKind::kDevice) {
     return Status::InvalidArgument(where + " of memory that is not device memory");
+  }
+  auto driver = cuda::driver();
+  if (!driver.ok()) {
+    return driver.status().withContext(
+        where + ": GPU memory is staged through pinned host buffers, which need the CUDA driver");
+  }
+  // No provider is more forgiving than a NIC: a GPU no RDMA NIC could reach is refused
+  // here too, although staging itself would not need GPUDirect RDMA.
+  auto gdr = cuda::attribute(gpu.device, cuda::CU_DEVICE_ATTRIBUTE_GPU_DIRECT_RDMA_SUPPORTED);
+  if (!gdr.ok()) return gdr.status().withContext(where);
+  if (*gdr == 0) {
+    return Status::FailedPrecondition(
+        where + ": cuda:" + std::to_string(gpu.device) +
+        " memory: the GPU does not support GPUDirect RDMA "
+        "(CU_DEVICE_ATTRIBUTE_GPU_DIRECT_RDMA_SUPPORTED is 0); refused as on every provider");
   }
   Status staging = ensureStaging(*state_, gpu.device);
   if (!staging.ok()) return staging.withContext(where);

@@ -132,6 +132,29 @@ TEST_F(TcpGpuTest, NoPinnedMemoryIsAClearRegistrationError) {
   fake().appFree(gpu);
 }
 
+class TcpGpuNoGdr : public TcpGpuTest {
+ protected:
+  FakeCudaOptions fakeOptions() override {
+    FakeCudaOptions o;
+    o.gpus[0].gdr = false;
+    return o;
+  }
+};
+
+// As on soft and verbs (no provider is more forgiving than a NIC), and before any
+// pinned memory is allocated.
+TEST_F(TcpGpuNoGdr, AGpuWithoutGpuDirectRdmaIsRefused) {
+  void* gpu = fake().appMalloc(0, 4096);
+  auto info = cuda::classify(gpu);
+  ASSERT_TRUE(info.ok());
+  auto r = a_->registerGpuMemory(gpu, 4096, kAllAccess, *info);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), StatusCode::kFailedPrecondition);
+  EXPECT_NE(r.status().message().find("GPUDirect RDMA"), std::string::npos);
+  EXPECT_EQ(fake().live().pinned_host, 0);
+  fake().appFree(gpu);
+}
+
 class TcpGpuOldDriver : public TcpGpuTest {
  protected:
   FakeCudaOptions fakeOptions() override {
@@ -169,6 +192,7 @@ TEST(TcpGpuNoDriver, RegisteringGpuMemoryWithoutCudaSaysWhatIsMissing) {
   EXPECT_NE(text.find("CUDA driver"), std::string::npos) << text;
   EXPECT_NE(text.find("libtent-test-no-such-cuda.so.1"), std::string::npos) << text;
   EXPECT_NE(text.find("pinned host buffers"), std::string::npos) << text;
+  EXPECT_NE(text.find("tcp0"), std::string::npos) << text;
 }
 
 struct FailCase {
