@@ -5,6 +5,7 @@
 #include <thread>
 
 #include "cuda/cuda_driver.h"
+#include "fabric/tcp/tcp_staging.h"
 #include "tcp_gpu_test_util.h"
 
 namespace tent::fabric::tcp::testing {
@@ -60,6 +61,42 @@ TEST_F(TcpGpuTest, OneStagingBufferCarriesManyConcurrentTransfersInOrder) {
     EXPECT_TRUE(dst[q]->holds(static_cast<uint8_t>(17 * q + 1))) << "QP " << q;
     EXPECT_TRUE(back[q]->holds(static_cast<uint8_t>(17 * q + 1))) << "QP " << q;
   }
+}
+
+// The pool itself: a send stream that finds it empty is counted a waiter, and the
+// release that follows says so (its caller wakes the service thread).
+TEST(TcpStagingPool, AnEmptyPoolCountsItsWaitersAndTheReleaseSeesThem) {
+  FakeCuda fake;
+  const FakeCuda::Live baseline = fake.live();
+  {
+    auto pool = StagingPool::create(2, kStagingBytes, 0);
+    ASSERT_TRUE(pool.ok()) << pool.status().toString();
+    StagingPool& p = **pool;
+    EXPECT_EQ(fake.live().pinned_host, 3);  // two send buffers, one receive buffer
+    const int a = p.acquire();
+    const int b = p.acquire();
+    EXPECT_NE(a, b);
+    EXPECT_GE(a, 0);
+    EXPECT_GE(b, 0);
+    EXPECT_EQ(p.acquire(), -1);
+    EXPECT_FALSE(p.release(b));  // nobody waits
+    EXPECT_EQ(p.acquire(), b);
+    EXPECT_FALSE(p.wait());  // nothing free: a real wait
+    EXPECT_TRUE(p.release(a));
+    EXPECT_TRUE(p.wait());  // one is free now: try again instead
+    EXPECT_TRUE(p.takeWaiters());
+    EXPECT_FALSE(p.takeWaiters());
+    // Copies go through the GPU's stream of the pool; a GPU it was not readied for fails.
+    void* gpu = fake.appMalloc(0, 4096);
+    std::memset(p.buffer(a), 0x5a, 4096);
+    EXPECT_TRUE(p.copy(0, gpu, p.buffer(a), 4096));
+    EXPECT_EQ(static_cast<uint8_t*>(gpu)[4095], 0x5a);
+    EXPECT_FALSE(p.copy(1, gpu, p.buffer(a), 4096));
+    fake.appFree(gpu);
+  }
+  EXPECT_EQ(fake.live().pinned_host, baseline.pinned_host);
+  EXPECT_EQ(fake.live().streams, baseline.streams);
+  EXPECT_EQ(fake.live().context_refs, baseline.context_refs);
 }
 
 TEST_F(TcpGpuTest, ThePoolIsMadeByTheFirstGpuRegistrationAndFreedWithTheDevice) {
