@@ -265,12 +265,14 @@ struct DeviceState {
 // memory into the service thread's staging buffer, copied to the GPU after the call.
 struct RxPlan {
   static constexpr int kMaxIov = static_cast<int>(kMaxSge) + 1;
+  // No initialisers: the plan lives on the stack of every payload receive, and only
+  // entries below nstaged are read.
   struct Staging {
-    int gpu = -1;
-    uint64_t addr = 0;    // the device memory
-    uint64_t offset = 0;  // its first byte's place among this call's payload bytes
-    uint64_t at = 0;      // and in the staging buffer
-    uint64_t length = 0;
+    int gpu;
+    uint64_t addr;    // the device memory
+    uint64_t offset;  // its first byte's place among this call's payload bytes
+    uint64_t at;      // and in the staging buffer
+    uint64_t length;
   };
   iovec iov[kMaxIov + 1];
   int n = 0;
