@@ -63,6 +63,50 @@ TEST_F(TcpGpuTest, OneStagingBufferCarriesManyConcurrentTransfersInOrder) {
   }
 }
 
+// Both ends send GPU memory to each other at once, each device with one send buffer:
+// the receive side never waits for a send buffer, so neither end can stall the other.
+TEST_F(TcpGpuTest, BothEndsSendingGpuMemoryThroughOneBufferEachFinish) {
+  pa_.reset();
+  pb_.reset();
+  open(gpuConfig(1));
+  constexpr uint32_t kWrs = 32;
+  constexpr size_t kSlice = 4 * kStagingBytes + 9;
+  auto p = QpPair::make(*a_, *b_, kWrs, 1, 1024);
+  Mem a_src(fake(), *a_, kWrs * kSlice, true), a_dst(fake(), *a_, kWrs * kSlice, true);
+  Mem b_src(fake(), *b_, kWrs * kSlice, true), b_dst(fake(), *b_, kWrs * kSlice, true);
+  a_src.fill(61);
+  b_src.fill(62);
+  auto side = [&](QueuePair& qp, CompletionQueue& cq, Mem& src, Mem& dst,
+                  std::vector<WorkCompletion>* out) {
+    std::vector<Sge> sges(kWrs);
+    std::vector<SendWr> wrs(kWrs);
+    for (uint32_t i = 0; i < kWrs; ++i) {
+      sges[i] = Sge{src.addr() + i * kSlice, static_cast<uint32_t>(kSlice), src.mr->lkey()};
+      wrs[i] =
+          makeWr(i, WrOpcode::kRdmaWrite, &sges[i], 1, dst.addr() + i * kSlice, dst.mr->rkey());
+      if (i + 1 < kWrs) wrs[i].next = &wrs[i + 1];
+    }
+    const SendWr* bad = nullptr;
+    EXPECT_EQ(qp.postSend(&wrs[0], &bad), 0);
+    *out = pollN(cq, kWrs);
+  };
+  std::vector<WorkCompletion> got_a, got_b;
+  std::thread ta([&] { side(*p.a, *p.cq_a, a_src, b_dst, &got_a); });
+  std::thread tb([&] { side(*p.b, *p.cq_b, b_src, a_dst, &got_b); });
+  ta.join();
+  tb.join();
+  ASSERT_EQ(got_a.size(), kWrs);
+  ASSERT_EQ(got_b.size(), kWrs);
+  for (uint32_t i = 0; i < kWrs; ++i) {
+    EXPECT_EQ(got_a[i].status, WcStatus::kSuccess);
+    EXPECT_EQ(got_b[i].status, WcStatus::kSuccess);
+    EXPECT_EQ(got_a[i].wr_id, i);
+    EXPECT_EQ(got_b[i].wr_id, i);
+  }
+  EXPECT_TRUE(b_dst.holds(61));
+  EXPECT_TRUE(a_dst.holds(62));
+}
+
 // The pool itself: a send stream that finds it empty is counted a waiter, and the
 // release that follows says so (its caller wakes the service thread).
 TEST(TcpStagingPool, AnEmptyPoolCountsItsWaitersAndTheReleaseSeesThem) {
