@@ -66,9 +66,6 @@ class StagingPool {
   // back). false: the driver refused or failed the copy.
   bool copy(int gpu, void* dst, const void* src, uint64_t bytes) noexcept;
 
-  // Copies made (counters for tests and stats).
-  std::atomic<uint64_t> copies{0};
-
  private:
   StagingPool() = default;
   struct Lane {

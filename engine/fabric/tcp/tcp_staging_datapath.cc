@@ -52,7 +52,6 @@ bool StagingPool::copy(int gpu, void* dst, const void* src, uint64_t bytes) noex
   // Synchronise even after a refused copy: one queued before it may still run.
   ok = d_->cuStreamSynchronize(stream) == cuda::CUDA_SUCCESS && ok;
   if (previous != lane.ctx) (void)d_->cuCtxSetCurrent(previous);
-  copies.fetch_add(1, std::memory_order_relaxed);
   return ok;
 }
 
