@@ -2,7 +2,6 @@
 
 #include <unistd.h>
 
-#include "wire/segment_descriptor.h"
 #include "tent/log.h"
 #include "wire/segment_descriptor.h"
 
@@ -148,12 +147,15 @@ void ClientSession::notify(FrameType type, std::vector<uint8_t> payload) {
 void ClientSession::sendNext() {
   // Pipelined: everything queued goes out now, answers come back in order.
   while (state_ == State::kOpen && !queued_.empty()) {
-    Pending p = std::move(queued_.front());
-    queued_.pop_front();
     const bool first = in_flight_.empty();
-    conn_->send(p.type, p.payload);
-    p.payload.clear();
-    in_flight_.push_back(std::move(p));
+    // In flight before it is sent: a send that fails at once fails the session, and
+    // fail() answers what is in flight - a request held aside here went unanswered
+    // (an endpoint's BOOTSTRAP: the endpoint and its QPs were never freed).
+    in_flight_.push_back(std::move(queued_.front()));
+    queued_.pop_front();
+    conn_->send(in_flight_.back().type, in_flight_.back().payload);
+    if (state_ != State::kOpen) return;
+    in_flight_.back().payload.clear();
     if (first) armAnswerDeadline();
   }
 }

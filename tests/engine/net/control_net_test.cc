@@ -4,6 +4,8 @@
 // clients are the engine's ClientSession or a raw blocking socket.
 #include <gtest/gtest.h>
 
+#include <atomic>
+
 #include <sys/resource.h>
 #include <sys/wait.h>
 
@@ -524,6 +526,28 @@ TEST(ControlNetLimits, OutOfDescriptorsTheListenerBacksOffAndRecovers) {
   int status = 0;
   ASSERT_EQ(waitpid(child, &status, 0), child);
   EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+}
+
+// A request whose send fails at once (the peer's socket is gone: the first write
+// draws a reset, the next one fails) is answered with the session's end, as every
+// request in flight is. Before, the request being sent was held aside while the
+// failed send ended the session, and was never answered: an endpoint waiting on its
+// BOOTSTRAP reply was never freed (the chaos suite's leaked endpoints).
+TEST_F(ControlNet, ARequestWhoseSendFailsAtOnceIsAnswered) {
+  start({});
+  ASSERT_TRUE(session(Secret()).ok());
+  constexpr int kRequests = 4;
+  auto answered = std::make_shared<std::atomic<int>>(0);
+  onLoop([&] {
+    server.reset();  // in the same loop turn: the client has not seen the close yet
+    for (int i = 0; i < kRequests; ++i)
+      clients[0]->request(FrameType::kKeepalive, {},
+                          [answered](Result<ClientSession::Reply>) { ++*answered; });
+    return 0;
+  });
+  EXPECT_TRUE(eventually([&] { return answered->load() == kRequests; }))
+      << answered->load() << " of " << kRequests << " requests answered";
+  EXPECT_TRUE(eventually([&] { return onLoop([&] { return !listeners[0]->down.ok(); }); }));
 }
 
 TEST_F(ControlNet, SessionEndIsReportedToTheHandlerOnce) {
