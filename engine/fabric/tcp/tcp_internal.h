@@ -16,7 +16,6 @@
 #pragma once
 
 #include <sys/socket.h>
-#include <sys/uio.h>
 
 #include <atomic>
 #include <condition_variable>
@@ -33,7 +32,6 @@
 #include "fabric/fabric.h"
 #include "fabric/tcp/tcp_cq.h"
 #include "fabric/tcp/tcp_mr.h"
-#include "fabric/tcp/tcp_staging.h"
 #include "fabric/tcp/tcp_wire.h"
 
 namespace tent::fabric::tcp {
@@ -88,7 +86,6 @@ enum class TxResult : uint8_t {
   kBlocked,  // the socket buffer is full: EPOLLOUT continues
   kClosed,   // no connection (not yet, or not any more)
   kFault,    // a region went away under a send: the service thread must act
-  kStaging,  // a GPU payload waits for a staging buffer: a release kicks the QP again
 };
 
 enum class Role : uint8_t { kUnset, kConnector, kAcceptor };
@@ -134,9 +131,6 @@ struct QpCore {
   // A message was cut short (its region went away mid-send): the connection must close.
   std::atomic<bool> tx_abort{false};
   std::atomic<uint64_t> tx_bytes{0};  // bytes written, for the no-progress check
-  // The send stream waits for a staging buffer (tcp_staging.h): the service thread
-  // kicks it when one is given back.
-  std::atomic<bool> staging_wait{false};
 
   // Responses: entries and rsp_tail written by the service thread, rsp_sent by the tx.
   std::unique_ptr<Response[]> rsp;
@@ -239,15 +233,6 @@ struct DeviceState {
   // destroyed QP's unpolled completion cannot meet a live QP of the same generation.
   std::deque<uint32_t> free_qps;
 
-  // GPU memory (tcp_staging.h): the pool is made by the first registration of device
-  // memory (under staging_mutex) and published before that region's key, so a datapath
-  // that holds a pin on a GPU region finds it.
-  uint32_t staging_buffers = 0;
-  uint64_t staging_buffer_bytes = 0;
-  std::mutex staging_mutex;
-  std::unique_ptr<StagingPool> staging_owner;
-  std::atomic<StagingPool*> staging{nullptr};
-
   std::unique_ptr<ServiceLoop> loop;
 
   // Written by the service thread only.
@@ -260,33 +245,6 @@ struct DeviceState {
 };
 
 // ---- the service thread ------------------------------------------------------------------
-
-// Where one recvmsg puts a payload (tcp_rx_datapath.cc): host memory straight, device
-// memory into the service thread's staging buffer, copied to the GPU after the call.
-struct RxPlan {
-  static constexpr int kMaxIov = static_cast<int>(kMaxSge) + 1;
-  // No initialisers: the plan lives on the stack of every payload receive, and only
-  // entries below nstaged are read.
-  struct Staging {
-    int gpu;
-    uint64_t addr;    // the device memory
-    uint64_t offset;  // its first byte's place among this call's payload bytes
-    uint64_t at;      // and in the staging buffer
-    uint64_t length;
-  };
-  iovec iov[kMaxIov + 1];
-  int n = 0;
-  uint64_t covered = 0;  // payload bytes the iovecs take
-  Staging staging[kMaxIov];
-  int nstaged = 0;
-  uint64_t staged = 0;  // bytes of the staging buffer planned
-  bool full = false;    // the staging buffer ran out: no more targets this call
-
-  bool open() const noexcept { return !full && n < kMaxIov; }
-  void target(DeviceState& dev, int gpu, uint64_t addr, uint64_t length) noexcept;
-  // Copies the staged part of the first `placed` payload bytes to the GPUs.
-  bool unstage(DeviceState& dev, uint64_t placed) noexcept;
-};
 
 // epoll tags (data.ptr) of the two descriptors that are not connections.
 inline char kEventTag = 0;
@@ -369,7 +327,6 @@ class ServiceLoop {
   RxResult readStream(Conn& conn) noexcept;
   RxResult onHeader(Conn& conn) noexcept;
   RxResult readPayload(Conn& conn) noexcept;
-  RxResult discardPayload(Conn& conn) noexcept;
   RxResult serveRead(Conn& conn) noexcept;
   RxResult finishWrite(Conn& conn) noexcept;
   RxResult finishRead(Conn& conn) noexcept;
