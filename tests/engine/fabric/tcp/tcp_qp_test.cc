@@ -269,8 +269,12 @@ TEST(TcpPeerGone, NothingListeningGivesRetryExceeded) {
     peer.gid[15] = last_octet;
     qps.push_back(std::move(dev.createQp({cq.get(), 4, 1})).value());
     ASSERT_TRUE(connectQp(*qps.back(), QpRemote{77, peer, 0}).ok());
-    post(*qps.back(), makeWr(last_octet, WrOpcode::kRdmaWrite, &s, 1, 0x1000, 1));
-    post(*qps.back(), makeWr(last_octet + 1, WrOpcode::kRdmaWrite, &s, 1, 0x1000, 1));
+    // One chain: posted one at a time, the refusal could fail the first WR (and move the
+    // QP to ERR) before the second is posted, which a NIC refuses too (EINVAL).
+    SendWr first = makeWr(last_octet, WrOpcode::kRdmaWrite, &s, 1, 0x1000, 1);
+    SendWr second = makeWr(last_octet + 1, WrOpcode::kRdmaWrite, &s, 1, 0x1000, 1);
+    first.next = &second;
+    post(*qps.back(), first);
   }
   auto wcs = pollN(*cq, 4);
   ASSERT_EQ(wcs.size(), 4u);
