@@ -12,6 +12,10 @@ namespace tent::lcore {
 
 enum class IdleAction : uint8_t { kSpin = 0, kPause, kSleep };
 
+// The policy of a caller that waits for the engine (a transfer, a drain): spins
+// briefly, then sleeps up to `sleep_max_us`, so a wait that is long costs no core.
+config::IdlePolicy waiterPolicy(uint32_t sleep_max_us) noexcept;
+
 class IdleBackoff {
  public:
   // Sleeps for `us` microseconds. Injectable so tests step the policy without

@@ -8,6 +8,15 @@
 
 namespace tent::lcore {
 
+config::IdlePolicy waiterPolicy(uint32_t sleep_max_us) noexcept {
+  config::IdlePolicy policy;
+  policy.spin_polls = 64;
+  policy.pause_polls = 256;
+  policy.sleep_min_us = 1;
+  policy.sleep_max_us = sleep_max_us;
+  return policy;
+}
+
 IdleBackoff::IdleBackoff(const config::IdlePolicy& policy, SleepFn sleep,
                          void* sleep_context) noexcept
     : policy_(policy),

@@ -166,12 +166,7 @@ rdma::RdmaTask* TransferEngineImpl::taskFor(BatchId id, size_t task_id) {
 // Not datapath: the caller asked to wait, so it backs off (spin, pause, sleep).
 Result<TransferStatus> TransferEngineImpl::waitTransfer(BatchId id, size_t task_id,
                                                         uint64_t timeout_ns) {
-  config::IdlePolicy policy;
-  policy.spin_polls = 64;
-  policy.pause_polls = 256;
-  policy.sleep_min_us = 1;
-  policy.sleep_max_us = 100;
-  lcore::IdleBackoff backoff(policy);
+  lcore::IdleBackoff backoff(lcore::waiterPolicy(100));
   const uint64_t deadline = clock::engineNowNs() + timeout_ns;
   for (;;) {
     auto st = getTransferStatus(id, task_id);

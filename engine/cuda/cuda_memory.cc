@@ -7,16 +7,11 @@
 #include <cstdlib>
 
 #include "cuda/cuda_driver.h"
+#include "tent/hex.h"
 
 namespace tent::cuda {
 
 namespace {
-
-std::string hex(uint64_t v) {
-  char buf[24];
-  std::snprintf(buf, sizeof(buf), "0x%llx", static_cast<unsigned long long>(v));
-  return buf;
-}
 
 Status failed(const CudaDriver& d, const std::string& what, CUresult rc) {
   if (rc == CUDA_ERROR_OUT_OF_MEMORY)
@@ -71,7 +66,7 @@ Result<PointerInfo> classify(const void* addr) {
   CUresult rc = d->cuPointerGetAttributes(4, attrs, data, ptr);
   // Not initialised: this process has made no CUDA allocation, so the memory is host's.
   if (rc == CUDA_ERROR_NOT_INITIALIZED) return info;
-  if (rc != CUDA_SUCCESS) return failed(*d, "cuPointerGetAttributes(" + hex(ptr) + ")", rc);
+  if (rc != CUDA_SUCCESS) return failed(*d, "cuPointerGetAttributes(" + hexAddr(ptr) + ")", rc);
   if (managed != 0 || memory_type == CU_MEMORYTYPE_UNIFIED) {
     info.kind = MemoryKind::kManaged;
     info.device = ordinal;
@@ -84,7 +79,7 @@ Result<PointerInfo> classify(const void* addr) {
   CUdeviceptr base = 0;
   size_t size = 0;
   rc = d->cuMemGetAddressRange(&base, &size, ptr);
-  if (rc != CUDA_SUCCESS) return failed(*d, "cuMemGetAddressRange(" + hex(ptr) + ")", rc);
+  if (rc != CUDA_SUCCESS) return failed(*d, "cuMemGetAddressRange(" + hexAddr(ptr) + ")", rc);
   info.range_base = base;
   info.range_size = size;
   unsigned long long handle_types = 0;
@@ -105,14 +100,14 @@ Result<std::vector<Chunk>> chunksOf(const void* addr, size_t length, size_t max_
   for (uint64_t at = begin;;) {
     if (info.kind != MemoryKind::kDevice || info.range_size == 0 || info.range_base > at)
       return Status::InvalidArgument(
-          "range [" + hex(begin) + ", +" + std::to_string(length) +
-          ") is not device memory throughout: at " + hex(at) + " it is " +
+          "range [" + hexAddr(begin) + ", +" + std::to_string(length) +
+          ") is not device memory throughout: at " + hexAddr(at) + " it is " +
           (info.kind == MemoryKind::kHost ? "host memory or unmapped" : "managed memory"));
     const uint64_t chunk_end = std::min(end, info.range_base + info.range_size);
     out.push_back({at, chunk_end - at, info});
     if (chunk_end == end) return out;
     if (out.size() == max_chunks)
-      return Status::InvalidArgument("range [" + hex(begin) + ", +" + std::to_string(length) +
+      return Status::InvalidArgument("range [" + hexAddr(begin) + ", +" + std::to_string(length) +
                                      ") spans more than " + std::to_string(max_chunks) +
                                      " physical allocations; register it in smaller pieces");
     at = chunk_end;
@@ -301,7 +296,7 @@ Status freeDevice(const DeviceAllocation& a) {
   }
   TENT_ASSIGN_OR_RETURN(CUdevice dev, deviceHandle(*d, a.device));
   (void)d->cuDevicePrimaryCtxRelease(dev);  // the allocation's reference
-  if (rc != CUDA_SUCCESS) return failed(*d, "freeing device memory at " + hex(va), rc);
+  if (rc != CUDA_SUCCESS) return failed(*d, "freeing device memory at " + hexAddr(va), rc);
   return Status::OK();
 }
 

@@ -1,23 +1,13 @@
 // Registering GPU memory (LocalMemory, local_memory.h): one buffer per physical
 // allocation of the range, each registered on the devices that can reach its GPU.
 // Control path.
-#include <cstdio>
 
 #include "model/local_memory.h"
 #include "model/rdma_context.h"
+#include "tent/hex.h"
 #include "tent/log.h"
 
 namespace tent::rdma {
-
-namespace {
-
-std::string hexAddr(uint64_t addr) {
-  char buf[24];
-  std::snprintf(buf, sizeof(buf), "0x%llx", static_cast<unsigned long long>(addr));
-  return buf;
-}
-
-}  // namespace
 
 LocalMemory::GpuPlace LocalMemory::placeGpu(int ordinal) const {
   // The rail map numbers GPUs by PCI address (topology order); CUDA numbers them its

@@ -3,21 +3,15 @@
 // request is resolved, unpinned when its task ends); a buffer is removed only once it
 // is retired with no pin held, so no task can start on it afterwards and none is left
 // that could post from or into it. Control path.
-#include <cstdio>
 
 #include "base/clock.h"
 #include "lcore/idle.h"
 #include "model/local_memory.h"
+#include "tent/hex.h"
 
 namespace tent::rdma {
 
 namespace {
-
-std::string hexAddr(uint64_t addr) {
-  char buf[24];
-  std::snprintf(buf, sizeof(buf), "0x%llx", static_cast<unsigned long long>(addr));
-  return buf;
-}
 
 std::string transfers(uint64_t n) {
   return std::to_string(n) + (n == 1 ? " transfer" : " transfers");
@@ -100,12 +94,7 @@ Status LocalMemory::unregisterBuffer(void* addr, UnregisterMode mode, uint64_t d
 // mutex, which the control thread takes to serve the descriptor) until no task uses
 // them, then removes them. Past the bound it gives them back, registered.
 Status LocalMemory::drain(const BufferList& buffers, uint64_t drain_ns) {
-  config::IdlePolicy policy;
-  policy.spin_polls = 64;
-  policy.pause_polls = 256;
-  policy.sleep_min_us = 1;
-  policy.sleep_max_us = 1000;
-  lcore::IdleBackoff backoff(policy);
+  lcore::IdleBackoff backoff(lcore::waiterPolicy(1000));
   const uint64_t deadline = clock::engineNowNs() + drain_ns;
   uint64_t users = usersOf(buffers);
   while (users != 0 && clock::engineNowNs() < deadline) {
