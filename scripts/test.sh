@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Installs what is missing, builds, and runs every test suite except the long
-# `stress`, `chaos` and `perf` ones (run those with: meson test -C build --suite stress),
+# `stress` and `perf` ones (run those with: meson test -C build --suite stress),
 # then the Python binding's pytest suite (meson suite `python`), whose tests are
 # counted one by one. Ends with one summary line: "tests: N passed, N failed, N skipped".
 # Arguments go to `meson test` and then select only what they name.
@@ -15,7 +15,7 @@ rc=0
 if (($#)); then
   meson test -C "$build" --print-errorlogs --num-processes 2 "$@" | tee "$log" || rc=$?
 else
-  meson test -C "$build" --no-suite stress --no-suite chaos --no-suite perf --no-suite python --print-errorlogs \
+  meson test -C "$build" --no-suite stress --no-suite perf --no-suite python --print-errorlogs \
     --num-processes 2 | tee "$log" || rc=$?
   if meson test -C "$build" --list 2>/dev/null | grep -q ' / python$'; then
     meson test -C "$build" --suite python --print-errorlogs -v | tee "$pylog" || rc=$?

@@ -227,7 +227,8 @@ void EndpointManager::retire(EndpointSlot& slot, RdmaEndPoint* ep, bool evicted)
   r.endpoints_live.fetch_sub(1, std::memory_order_relaxed);
   r.endpoints_retired.fetch_add(1, std::memory_order_relaxed);
   if (evicted) r.evictions.fetch_add(1, std::memory_order_relaxed);
-  draining_.push_back({ep, clock::engineNowNs(), false});
+  // The epoch after the unpublish: readers that may still post on `ep` leave it behind.
+  draining_.push_back({ep, clock::engineNowNs(), ebr::retire(), false});
   plane_.armReclaim();
 }
 
@@ -293,10 +294,16 @@ void EndpointManager::free(RdmaEndPoint* ep) {
 }
 
 void EndpointManager::step() {
+  steps_.fetch_add(1, std::memory_order_acq_rel);
   const uint64_t now = clock::engineNowNs();
   const uint64_t warn_ns = uint64_t{plane_.config().timeouts.endpoint_destroy_ms} * 1'000'000;
   std::erase_if(draining_, [&](Draining& d) {
-    if (d.ep->drained()) {
+    // A poller that looked the endpoint up before its unpublish can still be inside
+    // postSend() (copying the payload): its WR is not outstanding yet, so drained()
+    // holds too early, and a QP destroyed after its grace would lose that WR's
+    // completion - a task pending forever. Once every such reader has left its
+    // section no post can begin, and drained() is final.
+    if (ebr::quiescentSince(d.unpublished_epoch) && d.ep->drained()) {
       retired_.emplace_back(d.ep, ebr::retire());
       return true;
     }

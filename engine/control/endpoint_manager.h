@@ -5,11 +5,13 @@
 //   its slot. Any failure frees what was made and backs the slot off (exponential,
 //   jitter): lookups fail at once until the retry time.
 //   ready --reset/evict/peer gone--> unpublished, QPs to ERR, RELEASE sent, draining
-//   --no WR outstanding--> retired at an EBR epoch --grace passed--> deleted (QPs
+//   --grace passed since the unpublish (no poster can still be inside a post on it)
+//   and no WR outstanding--> retired at an EBR epoch --grace passed--> deleted (QPs
 //   destroyed, CQ reservations and peer mappings returned).
 // Loop thread only; never sleeps: draining and freeing are polled by a timer.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <list>
 #include <random>
@@ -42,6 +44,9 @@ class EndpointManager {
   bool busy() const noexcept {
     return !draining_.empty() || !retired_.empty() || !waiting_.empty();
   }
+  // Reclaim passes run (step()): a test waits for the control plane to have looked
+  // at its draining endpoints. Any thread.
+  uint64_t steps() const noexcept { return steps_.load(std::memory_order_acquire); }
 
  private:
   struct Ticket {
@@ -84,12 +89,17 @@ class EndpointManager {
   struct Draining {
     rdma::RdmaEndPoint* ep;
     uint64_t since_ns;
+    // EBR epoch of the unpublish: until it is quiescent a poster that found the
+    // endpoint in its slot may still be inside postSend(), its WR not yet counted as
+    // outstanding, so drained() is not yet the truth.
+    uint64_t unpublished_epoch;
     bool warned;
   };
   std::vector<Draining> draining_;
   std::vector<std::pair<rdma::RdmaEndPoint*, uint64_t>> retired_;  // (endpoint, epoch)
   std::vector<rdma::EndpointSlot*> waiting_;  // admitted once an evicted endpoint is freed
   std::mt19937_64 rng_;
+  std::atomic<uint64_t> steps_{0};
 };
 
 }  // namespace tent::control
