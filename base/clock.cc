@@ -1,4 +1,5 @@
 #include "base/clock.h"
+#include "base/tsc_rate.h"
 
 #include <time.h>
 
@@ -62,10 +63,13 @@ bool kernelKeepsTimeWithTsc() noexcept {
 }
 
 std::once_flag g_once;
+std::atomic<double> g_tsc_hz{0};
 
 void calibrateOnce() noexcept {
 #if defined(__x86_64__)
-  if (!kernelKeepsTimeWithTsc()) return;
+  // The rate is measured wherever there is a TSC (lcores count cycles with it); the
+  // engine's clock switches to it only where the kernel keeps time with it too.
+  const bool use_for_clock = kernelKeepsTimeWithTsc();
   Pair start = g_load_pair;
   Pair now = readPair();
   if (now.ns < start.ns + kCalibrationNs) {
@@ -75,6 +79,10 @@ void calibrateOnce() noexcept {
     now = readPair();
   }
   if (now.tsc <= start.tsc || now.ns <= start.ns) return;  // a TSC that did not advance
+  g_tsc_hz.store(
+      static_cast<double>(now.tsc - start.tsc) * 1e9 / static_cast<double>(now.ns - start.ns),
+      std::memory_order_release);
+  if (!use_for_clock) return;
   const unsigned __int128 num = static_cast<unsigned __int128>(now.ns - start.ns) << 32;
   detail::g_scale = {now.tsc, now.ns, static_cast<uint64_t>(num / (now.tsc - start.tsc))};
   detail::g_tsc_on.store(true, std::memory_order_release);
@@ -85,6 +93,10 @@ void calibrateOnce() noexcept {
 
 void calibrate() noexcept {
   std::call_once(g_once, calibrateOnce);
+}
+
+double tscHz() noexcept {
+  return g_tsc_hz.load(std::memory_order_acquire);
 }
 
 const char* source() noexcept {

@@ -1,4 +1,5 @@
 #include "tent/log.h"
+#include "tent/log_sink.h"
 
 #include <pthread.h>
 #include <unistd.h>
@@ -32,6 +33,8 @@ char levelLetter(Level l) noexcept {
   static constexpr char kLetters[] = {'T', 'D', 'I', 'W', 'E', '-'};
   return kLetters[static_cast<size_t>(l)];
 }
+
+std::atomic<Sink> g_sink{nullptr};
 
 thread_local int t_lcore = -1;
 // Cached: gettid() is a syscall, a log line should not cost one. 0 = not asked yet.
@@ -117,8 +120,20 @@ bool parseComponent(std::string_view text, Component* out) noexcept {
   return false;
 }
 
+void setSink(Sink sink) noexcept {
+  g_sink.store(sink, std::memory_order_release);
+}
+
 void write(Component c, Level l, const char* fmt, ...) noexcept {
   char line[1152];
+  if (const Sink sink = g_sink.load(std::memory_order_acquire)) {
+    va_list ap;
+    va_start(ap, fmt);
+    const int m = std::vsnprintf(line, sizeof(line), fmt, ap);
+    va_end(ap);
+    sink(c, l, line, std::min(static_cast<size_t>(std::max(m, 0)), sizeof(line) - 1));
+    return;
+  }
   constexpr size_t kRoom = sizeof(line) - 1;  // the newline always fits
   size_t n = static_cast<size_t>(std::max(formatPrefix(line, kRoom, c, l), 0));
   n = std::min(n, kRoom - 1);

@@ -1,6 +1,7 @@
 // Loading (file, string, environment), defaults, the key list, YAML output and
 // applying log levels. The schema itself is in parse.cc.
 #include "config/config.h"
+#include "config/log_env.h"
 
 #include <algorithm>
 #include <cstdlib>
@@ -140,7 +141,49 @@ CqSizing requiredCqSizing(const Config& c) {
   return z;
 }
 
-Status applyLogConfig(const LogConfig& config) {
+Status overlayLogLevelEnv(std::string_view text, LogConfig* log) {
+  LogConfig out = *log;
+  std::map<std::string, std::string> env_components;
+  bool bare_level = false;
+  size_t start = 0;
+  while (start <= text.size()) {
+    const size_t comma = std::min(text.find(',', start), text.size());
+    const std::string word(text.substr(start, comma - start));
+    start = comma + 1;
+    if (word.empty()) continue;
+    const size_t eq = word.find('=');
+    const std::string level_name = eq == std::string::npos ? word : word.substr(eq + 1);
+    log::Level level{};
+    if (!log::parseLevel(level_name, &level)) {
+      return Status::InvalidArgument(std::string(kLogLevelEnv) + ": unknown level '" + level_name +
+                                     "' in '" + std::string(text) + "'; allowed: " + levelNames() +
+                                     ", as LEVEL or COMPONENT=LEVEL separated by commas");
+    }
+    if (eq == std::string::npos) {
+      out.level = level_name;
+      bare_level = true;
+      continue;
+    }
+    const std::string name = word.substr(0, eq);
+    log::Component component{};
+    if (!log::parseComponent(name, &component)) {
+      return Status::InvalidArgument(std::string(kLogLevelEnv) + ": unknown component '" + name +
+                                     "' in '" + std::string(text) +
+                                     "'; allowed: " + componentNames());
+    }
+    env_components[name] = level_name;
+  }
+  // A bare level means every component: the file's per-component levels give way too.
+  if (bare_level) out.components.clear();
+  for (auto& [name, level_name] : env_components) out.components[name] = level_name;
+  *log = std::move(out);
+  return Status::OK();
+}
+
+Status applyLogConfig(const LogConfig& file_config) {
+  LogConfig config = file_config;
+  if (const char* env = std::getenv(kLogLevelEnv); env != nullptr)
+    TENT_RETURN_IF_ERROR(overlayLogLevelEnv(env, &config));
   // Check everything first so a bad entry changes no level at all.
   log::Level global = log::Level::kWarn;
   if (!log::parseLevel(config.level, &global)) {

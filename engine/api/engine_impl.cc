@@ -2,6 +2,7 @@
 #include "api/engine_impl.h"
 
 #include "base/clock.h"
+#include "base/tsc_rate.h"
 #include "control/control_plane.h"
 #include "fabric/select/select_provider.h"
 #include "lcore/idle.h"
@@ -180,7 +181,12 @@ Result<TransferStatus> TransferEngineImpl::waitTransfer(BatchId id, size_t task_
 EngineStats TransferEngineImpl::stats() const {
   EngineStats out;
   transport_->fillStats(&out);
+  out.tsc_hz = clock::tscHz();
   return out;
+}
+
+std::string TransferEngineImpl::metricsAddress() const {
+  return metrics_ ? metrics_->address() : std::string();
 }
 
 }  // namespace tent

@@ -49,6 +49,7 @@ class TransferEngineImpl final : public TransferEngine {
   Status cancelTransfer(BatchId batch, size_t task_id) noexcept override;
   Result<TransferStatus> waitTransfer(BatchId batch, size_t task_id, uint64_t timeout_ns) override;
   EngineStats stats() const override;
+  std::string metricsAddress() const override;
   void cancelWaits() override;
 
   // Internal (tests, tools): submit with a device mask (bit i = device i).

@@ -87,6 +87,7 @@ void DirectPath::fillStats(DirectPathStats* out) const {
   for (size_t c = 0; c < dp_.contextCount(); ++c) out->lanes_in_use += dp_.context(c).lanesInUse();
   out->latency_histogram_ns.clear();
   for (const auto& b : counters_.latency) out->latency_histogram_ns.push_back(get(b));
+  out->latency_sum_ns = get(counters_.latency_sum_ns);
 }
 
 }  // namespace tent::rdma

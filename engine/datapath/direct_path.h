@@ -47,6 +47,7 @@ struct DirectCounters {
   std::atomic<uint64_t> bytes{0};
   static constexpr size_t kBuckets = 40;
   std::array<std::atomic<uint64_t>, kBuckets> latency{};
+  std::atomic<uint64_t> latency_sum_ns{0};  // of every latency the buckets count
 };
 
 class DirectPath {

@@ -248,6 +248,7 @@ void DirectPath::completeSlice(RdmaSlice* s, fabric::WcStatus status, uint64_t n
   size_t bucket = latency < 2 ? 0 : static_cast<size_t>(63 - std::countl_zero(latency));
   counters_.latency[std::min(bucket, DirectCounters::kBuckets - 1)].fetch_add(
       1, std::memory_order_relaxed);
+  counters_.latency_sum_ns.fetch_add(latency, std::memory_order_relaxed);
   ep->returnDirectQuota();
   ctx.releaseDirectLane(task);
   ep->noteCompletion(status);

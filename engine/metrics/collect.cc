@@ -5,8 +5,15 @@
 
 #include <cmath>
 #include <limits>
+#include <map>
 #include <string>
 #include <utility>
+
+#include "base/tsc_rate.h"
+
+#ifndef TENT_VERSION
+#define TENT_VERSION "unknown"
+#endif
 
 namespace tent::metrics {
 namespace {
@@ -245,24 +252,26 @@ pm::MetricFamily perIntent(const std::vector<uint64_t>& bytes) {
   return f;
 }
 
-std::vector<pm::MetricFamily> perLcore(const std::vector<LcoreStatsView>& lcores) {
-  pm::MetricFamily busy =
-      family("tent_lcore_busy_cycles_total",
-             "TSC cycles of lcore passes in which some poller was busy", kCounter);
-  pm::MetricFamily idle = family("tent_lcore_idle_cycles_total",
-                                 "TSC cycles of idle lcore passes, sleeping included", kCounter);
+// Seconds: cycles over the TSC rate the engine measured. With no rate (0: no TSC) the
+// families have no samples rather than a figure in another unit.
+std::vector<pm::MetricFamily> perLcore(const std::vector<LcoreStatsView>& lcores, double tsc_hz) {
+  pm::MetricFamily busy = family("tent_lcore_busy_seconds_total",
+                                 "Seconds of lcore passes in which some poller was busy", kCounter);
+  pm::MetricFamily idle = family("tent_lcore_idle_seconds_total",
+                                 "Seconds of idle lcore passes, sleeping included", kCounter);
+  if (tsc_hz <= 0) return {std::move(busy), std::move(idle)};
   for (const LcoreStatsView& l : lcores) {
     const Labels labels = {
         {"lcore", std::to_string(l.lcore)}, {"cpu", std::to_string(l.cpu)}, {"pollers", l.pollers}};
-    add(&busy, static_cast<double>(l.busy_cycles), labels);
-    add(&idle, static_cast<double>(l.idle_cycles), labels);
+    add(&busy, static_cast<double>(l.busy_cycles) / tsc_hz, labels);
+    add(&idle, static_cast<double>(l.idle_cycles) / tsc_hz, labels);
   }
   return {std::move(busy), std::move(idle)};
 }
 
 // The engine's bucket i holds [2^i, 2^(i+1)) ns and its last bucket everything above, so
-// bucket i's upper bound is 2^(i+1) ns and the last one is +Inf. EngineStats keeps no sum.
-pm::MetricFamily directLatency(const std::vector<uint64_t>& buckets) {
+// bucket i's upper bound is 2^(i+1) ns and the last one is +Inf.
+pm::MetricFamily directLatency(const std::vector<uint64_t>& buckets, uint64_t sum_ns) {
   pm::MetricFamily f =
       family("tent_direct_latency_seconds", "Post-to-completion latency of direct slices",
              pm::MetricType::Histogram);
@@ -278,7 +287,7 @@ pm::MetricFamily directLatency(const std::vector<uint64_t>& buckets) {
   if (!buckets.empty()) cumulative += buckets.back();
   m.histogram.bucket.push_back({cumulative, std::numeric_limits<double>::infinity()});
   m.histogram.sample_count = cumulative;
-  m.histogram.sample_sum = std::numeric_limits<double>::quiet_NaN();
+  m.histogram.sample_sum = static_cast<double>(sum_ns) / 1e9;
   f.metric.push_back(std::move(m));
   return f;
 }
@@ -290,19 +299,51 @@ pm::MetricFamily info(const EngineStats& s) {
   return f;
 }
 
-}  // namespace
-
-std::vector<prometheus::MetricFamily> toFamilies(const EngineStats& s) {
+// One engine's families, unlabelled.
+std::vector<pm::MetricFamily> engineFamilies(const EngineStats& s) {
   std::vector<pm::MetricFamily> out;
   out.push_back(info(s));
   for (const FixedFamily& spec : fixedFamilies()) out.push_back(fixed(spec, s));
-  out.push_back(directLatency(s.direct.latency_histogram_ns));
-  for (pm::MetricFamily& f : perLcore(s.lcores)) out.push_back(std::move(f));
+  out.push_back(directLatency(s.direct.latency_histogram_ns, s.direct.latency_sum_ns));
+  for (pm::MetricFamily& f : perLcore(s.lcores, s.tsc_hz)) out.push_back(std::move(f));
   out.push_back(perName("tent_device_queue_pairs", "QPs that exist, per device", kGauge, "device",
                         s.resources.qps_per_device));
   out.push_back(perName("tent_device_transferred_bytes_total", "Payload bytes moved, per device",
                         kCounter, "device", s.bytes_per_device));
   out.push_back(perIntent(s.bytes_per_intent));
+  return out;
+}
+
+// What built this process's tent: one sample, value 1, no engine label.
+pm::MetricFamily buildInfo() {
+  pm::MetricFamily f = family(
+      "tent_build_info", "The tent version and compiler of this process (value always 1)", kGauge);
+#if defined(__clang__)
+  const std::string compiler = "clang " __clang_version__;
+#elif defined(__GNUC__)
+  const std::string compiler = "gcc " __VERSION__;
+#else
+  const std::string compiler = "unknown";
+#endif
+  add(&f, 1, {{"version", TENT_VERSION}, {"compiler", compiler}});
+  return f;
+}
+
+}  // namespace
+
+std::vector<prometheus::MetricFamily> toFamilies(const std::vector<EngineSnapshot>& engines) {
+  std::vector<pm::MetricFamily> out = engineFamilies(EngineStats{});
+  for (pm::MetricFamily& f : out) f.metric.clear();  // the names and types, no samples
+  for (const EngineSnapshot& e : engines) {
+    std::vector<pm::MetricFamily> mine = engineFamilies(e.stats);
+    for (size_t i = 0; i < mine.size() && i < out.size(); ++i) {
+      for (pm::ClientMetric& m : mine[i].metric) {
+        m.label.insert(m.label.begin(), {"engine", e.name});
+        out[i].metric.push_back(std::move(m));
+      }
+    }
+  }
+  out.push_back(buildInfo());
   return out;
 }
 

@@ -17,6 +17,8 @@
 #include <cstring>
 #include <exception>
 #include <functional>
+#include <map>
+#include <memory>
 #include <mutex>
 #include <string>
 #include <thread>
@@ -50,14 +52,32 @@ struct KeepStartMessages {
   KeepStartMessages& operator=(const KeepStartMessages&) = delete;
 };
 
+}  // namespace
+
+// The engines attached to one server; a scrape and a detach take the same lock, so no
+// scrape reads an engine after its detach returned.
 class StatsCollectable final : public prometheus::Collectable {
  public:
-  explicit StatsCollectable(const TransferEngine& engine) : engine_(engine) {}
+  void attach(const TransferEngine* engine) {
+    std::lock_guard lock(mu_);
+    engines_.push_back({engine, engine->segmentName()});
+  }
+  void detach(const TransferEngine* engine) {
+    std::lock_guard lock(mu_);
+    std::erase_if(engines_, [engine](const Attached& a) { return a.engine == engine; });
+  }
+  size_t size() const {
+    std::lock_guard lock(mu_);
+    return engines_.size();
+  }
 
   std::vector<prometheus::MetricFamily> Collect() const override {
     // Called from civetweb's C code: an exception must not unwind through it.
     try {
-      return toFamilies(engine_.stats());
+      std::lock_guard lock(mu_);
+      std::vector<EngineSnapshot> snapshots;
+      for (const Attached& a : engines_) snapshots.push_back({a.name, a.engine->stats()});
+      return toFamilies(snapshots);
     } catch (const std::exception& e) {
       TENT_ERROR(kMetrics, "scrape failed: %s", e.what());
       return {};
@@ -65,8 +85,15 @@ class StatsCollectable final : public prometheus::Collectable {
   }
 
  private:
-  const TransferEngine& engine_;
+  struct Attached {
+    const TransferEngine* engine;
+    std::string name;
+  };
+  mutable std::mutex mu_;
+  std::vector<Attached> engines_;
 };
+
+namespace {
 
 constexpr unsigned kCivetIpv6Feature = 8;  // mg_check_feature(): built with USE_IPV6
 // Two threads: one slow client cannot hold the only one. A client gets 5 s per request.
@@ -128,14 +155,45 @@ void stopWaking(const sockaddr_in& addr, const std::function<void()>& stop) {
 
 }  // namespace
 
-Result<std::unique_ptr<Exporter>> Exporter::start(const std::string& listen,
-                                                  const TransferEngine& engine) {
+class SharedServer {
+ public:
+  static Result<std::shared_ptr<SharedServer>> start(const std::string& listen);
+  ~SharedServer();
+  SharedServer(const SharedServer&) = delete;
+  SharedServer& operator=(const SharedServer&) = delete;
+
+  StatsCollectable& engines() { return *collectable_; }
+  uint16_t port() const noexcept { return port_; }
+  const std::string& listen() const noexcept { return listen_; }
+
+ private:
+  SharedServer() = default;
+
+  std::string listen_;
+  std::shared_ptr<StatsCollectable> collectable_;
+  std::unique_ptr<prometheus::Exposer> exposer_;
+  uint16_t port_ = 0;
+  sockaddr_in wake_{};  // where a connection reaches the listener (see the destructor)
+};
+
+namespace {
+// listen address -> its server while some engine uses it. Servers start and stop with
+// this lock held, so a new engine never races a stopping server for the port.
+std::mutex g_servers_mu;
+std::map<std::string, std::weak_ptr<SharedServer>>& servers() {
+  static auto* m = new std::map<std::string, std::weak_ptr<SharedServer>>();
+  return *m;
+}
+}  // namespace
+
+Result<std::shared_ptr<SharedServer>> SharedServer::start(const std::string& listen) {
   const std::string what = "cannot serve metrics on " + listen + ": ";
   if (!listen.empty() && listen.front() == '[' && mg_check_feature(kCivetIpv6Feature) == 0) {
     return Status::NotSupported(what + "this civetweb library is built without IPv6 support");
   }
-  std::unique_ptr<Exporter> e(new Exporter());
-  e->collectable_ = std::make_shared<StatsCollectable>(engine);
+  std::shared_ptr<SharedServer> e(new SharedServer());
+  e->listen_ = listen;
+  e->collectable_ = std::make_shared<StatsCollectable>();
   std::vector<std::string> options = {"listening_ports", listen};
   options.insert(options.end(), kServerOptions.begin(), kServerOptions.end());
   std::string messages;
@@ -158,7 +216,7 @@ Result<std::unique_ptr<Exporter>> Exporter::start(const std::string& listen,
   return e;
 }
 
-Exporter::~Exporter() {
+SharedServer::~SharedServer() {
   if (!exposer_) return;  // never started
   // Joins civetweb's threads: no scrape reads the engine after this.
   try {
@@ -167,6 +225,57 @@ Exporter::~Exporter() {
     TENT_WARN(kMetrics, "stopping the metrics server without waking it: %s", e.what());
     exposer_.reset();
   }
+}
+
+}  // namespace tent::metrics
+
+namespace tent::metrics {
+
+Result<std::unique_ptr<Exporter>> Exporter::start(const std::string& listen,
+                                                  const TransferEngine& engine) {
+  std::lock_guard lock(g_servers_mu);
+  std::shared_ptr<SharedServer> server = servers()[listen].lock();
+  if (!server) {
+    auto started = SharedServer::start(listen);
+    if (!started.ok()) {
+      servers().erase(listen);
+      return started.status();
+    }
+    server = std::move(started).value();
+    servers()[listen] = server;
+  }
+  server->engines().attach(&engine);
+  std::unique_ptr<Exporter> e(new Exporter());
+  e->server_ = std::move(server);
+  e->engine_ = &engine;
+  return e;
+}
+
+Exporter::~Exporter() {
+  if (!server_) return;
+  server_->engines().detach(engine_);  // waits for a scrape reading it
+  std::lock_guard lock(g_servers_mu);
+  const std::string listen = server_->listen();
+  server_.reset();  // the last engine's stops the server, the lock held
+  auto it = servers().find(listen);
+  if (it != servers().end() && it->second.expired()) servers().erase(it);
+}
+
+uint16_t Exporter::port() const noexcept {
+  return server_->port();
+}
+
+std::string Exporter::address() const {
+  const std::string& listen = server_->listen();
+  return listen.substr(0, listen.rfind(':')) + ":" + std::to_string(port());
+}
+
+size_t attachedEngines(const std::string& listen) {
+  std::lock_guard lock(g_servers_mu);
+  auto it = servers().find(listen);
+  if (it == servers().end()) return 0;
+  const std::shared_ptr<SharedServer> server = it->second.lock();
+  return server ? server->engines().size() : 0;
 }
 
 }  // namespace tent::metrics

@@ -93,4 +93,8 @@ py::dict statsToDict(const EngineStats& stats);
 // Direct members of EngineStats and of each struct in it, counted by the compiler.
 py::dict statsFieldCounts();
 
+// ---- logs (logs.cc) -------------------------------------------------------------
+// _log_to_python, _log_drain: the C++ half of tent/_logging.py.
+void bindLogs(py::module_& m);
+
 }  // namespace tent::python

@@ -160,6 +160,11 @@ std::string Engine::segmentName() {
   return u->segmentName();
 }
 
+std::string Engine::metricsAddress() {
+  auto u = use();
+  return u->metricsAddress();
+}
+
 uint64_t Engine::allocateLocalMemory(py::handle length, py::handle location, py::handle access) {
   const uint64_t len = toU64(length, "length");
   const std::string loc = toStr(location, "location");

@@ -151,6 +151,9 @@ void bindEngine(py::module_& m) {
   c.def(py::init<py::handle>(), py::arg("config") = py::none())
       .def_property_readonly("segment_name", &Engine::segmentName,
                              "This engine's segment name, 'host:port' of its listener.")
+      .def_property_readonly("metrics_address", &Engine::metricsAddress,
+                             "'host:port' of the metrics endpoint (metrics.listen, port 0 "
+                             "resolved); '' when metrics are off.")
       .def_property_readonly("closed", &Engine::closed)
       .def("close", &Engine::close)
       .def("__enter__", [](py::object self) { return self; })
@@ -170,7 +173,10 @@ void initModule(py::module_& m) {
   bindRequest(m);
   bindEngine(m);
   m.attr("LOCAL_SEGMENT_ID") = LOCAL_SEGMENT_ID;
+  m.attr("__version__") = TENT_VERSION;  // meson's project version
   m.def("_stats_field_counts", &statsFieldCounts);
+  m.def("_close_all", &Engine::closeAll, "Closes every engine still open (atexit does too).");
+  bindLogs(m);
   // Engines still open at exit are closed while the interpreter is whole.
   py::module_::import("atexit").attr("register")(py::cpp_function(&Engine::closeAll));
 }

@@ -19,6 +19,9 @@ template <std::integral T>
 py::object toPy(T v) {
   return py::int_(v);
 }
+inline py::object toPy(double v) {
+  return py::float_(v);
+}
 py::object toPy(const std::string& v);
 template <typename T>
 py::object toPy(const std::vector<T>& v);
@@ -85,7 +88,8 @@ py::object toPy(const DirectPathStats& s) {
                                                                s.fallback_over_size_cap)(
              "fallback_mode_off", s.fallback_mode_off)("post_failures", s.post_failures)(
              "completion_errors", s.completion_errors)("timeouts", s.timeouts)(
-             "retries", s.retries)("latency_histogram_ns", s.latency_histogram_ns)
+             "retries", s.retries)("latency_histogram_ns", s.latency_histogram_ns)("latency_sum_ns",
+                                                                                   s.latency_sum_ns)
       .dict();
 }
 
@@ -130,7 +134,7 @@ py::dict statsToDict(const EngineStats& s) {
              "devices", s.devices)("lcores", s.lcores)("worker", s.worker)("direct", s.direct)(
              "deadlines", s.deadlines)("resources", s.resources)("control", s.control)(
              "bytes_transferred", s.bytes_transferred)("bytes_per_device", s.bytes_per_device)(
-             "bytes_per_intent", s.bytes_per_intent)
+             "bytes_per_intent", s.bytes_per_intent)("tsc_hz", s.tsc_hz)
       .dict();
 }
 

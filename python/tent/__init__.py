@@ -5,6 +5,11 @@ Python's idiom; ``tent.mooncake`` is a drop-in for Mooncake's Python engine.
 See docs/python.md.
 """
 
+from . import _coexist
+
+_coexist.check(__file__)
+
+from . import _logging  # noqa: E402  (after the check: it loads the native module)
 from ._error import Error
 from ._tent import (
     LOCAL_SEGMENT_ID,
@@ -13,7 +18,11 @@ from ._tent import (
     Request,
     TransferEngine,
     TransferState,
+    __version__,
 )
+
+_logging.install()
+flush_logs = _logging.flush
 
 __all__ = [
     "Error",
@@ -23,4 +32,6 @@ __all__ = [
     "Request",
     "TransferEngine",
     "TransferState",
+    "__version__",
+    "flush_logs",
 ]

@@ -8,8 +8,8 @@ Same method names, argument order and return codes as Mooncake's Python engine
     engine.initialize("10.0.0.1", "P2PHANDSHAKE", "rdma", "mlx5_0,mlx5_1")
     session = f"10.0.0.1:{engine.get_rpc_port()}"
 
-Failures return Mooncake's codes (-1, or 0 for the batch async calls) and are
-logged on the ``tent.mooncake`` logger; ``last_error`` keeps the last message.
+Failures return Mooncake's codes (-1, or 0 for the calls that return a batch id:
+the batch async calls and transfer_submit_write) and are logged on the ``tent.mooncake`` logger; ``last_error`` keeps the last message.
 The transfer calls take optional keywords ``intent=`` (a ``tent.Intent`` or its
 name) and ``deadline_us=`` that select tent's direct path; without them the
 behaviour is Mooncake's. docs/python.md has the method-by-method table.
@@ -18,7 +18,9 @@ behaviour is Mooncake's. docs/python.md has the method-by-method table.
 import copy
 import ctypes
 import functools
+import glob
 import itertools
+import json
 import logging
 import operator
 import os
@@ -29,7 +31,22 @@ import time
 import tent
 
 P2PHANDSHAKE = "P2PHANDSHAKE"
-TransferOpcode = tent.OpCode  # Mooncake's TransferOpcode.READ / .WRITE
+
+
+class TransferOpcode:
+    """Mooncake's ``TransferOpcode``: ``Read`` and ``Write`` as its binding spells them
+    (also exported at module level, as Mooncake's ``export_values()`` does), plus tent's
+    ``READ`` / ``WRITE``. The values are ``tent.OpCode`` members, so either spelling
+    works wherever an opcode is taken."""
+
+    Read = tent.OpCode.READ
+    Write = tent.OpCode.WRITE
+    READ = tent.OpCode.READ
+    WRITE = tent.OpCode.WRITE
+
+
+Read = TransferOpcode.Read
+Write = TransferOpcode.Write
 
 _log = logging.getLogger("tent.mooncake")
 _FAILURES = (tent.Error, TypeError, ValueError, OverflowError, KeyError, IndexError)
@@ -112,6 +129,37 @@ class _Batch:
         self.deadline = time.monotonic() + timeout_s
 
 
+def _read_int(path, default):
+    try:
+        with open(path) as f:
+            return int(f.read().strip())
+    except (OSError, ValueError):
+        return default
+
+
+def _local_topology(device_filter):
+    """Mooncake's topology matrix as JSON: {"cpu:N": [[preferred], [available]]}.
+
+    As Mooncake's CPU entries: the RDMA devices of /sys/class/infiniband (those named in
+    ``device_filter`` when it names any) on NUMA node N are preferred for cpu:N, the
+    others available. tent does not report "cuda:N" entries here: GPU affinity comes
+    from the CUDA driver at registration (docs/gpu.md)."""
+    wanted = {d.strip() for d in (device_filter or "").split(",") if d.strip()}
+    devices = []
+    for path in sorted(glob.glob("/sys/class/infiniband/*")):
+        name = os.path.basename(path)
+        if not wanted or name in wanted:
+            devices.append((name, _read_int(os.path.join(path, "device", "numa_node"), -1)))
+    nodes = sorted(int(os.path.basename(p)[4:])
+                   for p in glob.glob("/sys/devices/system/node/node[0-9]*")) or [0]
+    matrix = {}
+    for node in nodes:
+        preferred = [name for name, numa in devices if numa in (node, -1)]
+        available = [name for name, numa in devices if numa not in (node, -1)]
+        matrix[f"cpu:{node}"] = [preferred, available]
+    return json.dumps(matrix)
+
+
 class TransferEngine:
     """Mooncake's Python TransferEngine, backed by a tent engine.
 
@@ -119,9 +167,12 @@ class TransferEngine:
     ``TENT_CONFIG``) that initialize() completes with the listener and devices.
     """
 
+    TransferOpcode = TransferOpcode  # Mooncake: TransferEngine.TransferOpcode.Write
+
     def __init__(self, config=None):
         self._config = config
         self._engine = None
+        self._registered = []  # local buffers in registration order (first: Mooncake's first)
         self._batches = {}
         self._handles = itertools.count(1)
         self._lock = threading.Lock()
@@ -178,11 +229,14 @@ class TransferEngine:
 
     @_returns(0)
     def allocate_managed_buffer(self, length):
-        return self._native().allocate_local_memory(length)
+        addr = self._native().allocate_local_memory(length)
+        self._registered.append(addr)
+        return addr
 
     @_returns(-1)
     def free_managed_buffer(self, buffer_addr, length):
         self._native().free_local_memory(buffer_addr)
+        self._forget(buffer_addr)
         return 0
 
     @_returns(-1)
@@ -192,11 +246,15 @@ class TransferEngine:
         ``buffer_addr`` may also be the tensor itself (torch, or any object with
         ``__cuda_array_interface__``)."""
         self._native().register_memory(buffer_addr, capacity, location)
+        addr = self._address_of(buffer_addr)
+        if addr is not None:
+            self._registered.append(addr)
         return 0
 
     @_returns(-1)
     def unregister_memory(self, buffer_addr):
         self._native().unregister_memory(buffer_addr)
+        self._forget(self._address_of(buffer_addr))
         return 0
 
     @_returns(-1)
@@ -212,6 +270,7 @@ class TransferEngine:
             for addr in done:  # all or nothing
                 engine.unregister_memory(addr)
             raise
+        self._registered.extend(a for a in map(self._address_of, done) if a is not None)
         return 0
 
     @_returns(-1)
@@ -220,6 +279,7 @@ class TransferEngine:
         for addr in buffer_addresses:
             try:
                 self._native().unregister_memory(addr)
+                self._forget(self._address_of(addr))
             except tent.Error as e:
                 failed.append(f"{addr:#x}: {e}")
                 code = code or e.code  # memory in use: FailedPrecondition, not NotFound
@@ -247,11 +307,22 @@ class TransferEngine:
 
     @_returns(0)
     def get_first_buffer_address(self, segment_name):
+        """As Mooncake: the first buffer registered. For this engine's own segment that
+        is the registration order this object saw; a peer's descriptor lists its buffers
+        by address (tent's wire format carries no registration order), so for a peer
+        it is the lowest-addressed buffer."""
         engine = self._native()
+        if segment_name == engine.segment_name and self._registered:
+            return self._registered[0]
         buffers = engine.segment_buffers(engine.open_segment(segment_name))
         if not buffers and segment_name != engine.segment_name:
             buffers = engine.segment_buffers(self._reopen(segment_name))  # fetch it afresh
         return buffers[0]["addr"] if buffers else 0
+
+    @_returns("")
+    def get_local_topology(self, device_name=None):
+        """Mooncake's JSON topology matrix of this node (needs no initialize())."""
+        return _local_topology(device_name)
 
     @_returns(-1)
     def send_probe(self, peer_server_name):
@@ -323,7 +394,7 @@ class TransferEngine:
         return self._async(target_hostname, opcode, buffers, peer_buffer_addresses, lengths,
                            intent, deadline_us)
 
-    @_returns(-1)
+    @_returns(0)
     def transfer_submit_write(self, target_hostname, buffer, peer_buffer_address, length,
                               transport_hint="", *, intent=None, deadline_us=0):
         return self._async(target_hostname, tent.OpCode.WRITE, [buffer], [peer_buffer_address],
@@ -365,6 +436,26 @@ class TransferEngine:
         return -2 if state == tent.TransferState.TIMEOUT else -1
 
     # ---- helpers -----------------------------------------------------------------
+
+    @staticmethod
+    def _address_of(buf):
+        """The address register_memory took `buf` at (None when it cannot be told)."""
+        try:
+            if hasattr(buf, "data_ptr"):
+                return buf.data_ptr()
+            if hasattr(buf, "__cuda_array_interface__"):
+                return buf.__cuda_array_interface__["data"][0]
+            if hasattr(buf, "ctypes"):  # numpy
+                return buf.ctypes.data
+            if isinstance(buf, (bytearray, memoryview)):
+                return ctypes.addressof(ctypes.c_char.from_buffer(buf))
+            return operator.index(buf)
+        except (TypeError, ValueError, AttributeError):
+            return None
+
+    def _forget(self, addr):
+        if addr in self._registered:
+            self._registered.remove(addr)
 
     def _native(self):
         if self._engine is None:
@@ -412,3 +503,86 @@ class TransferEngine:
     def _no_notify(notify):
         if notify is not None:
             raise tent.Error("NotSupported", "notify: transfer notifications are not implemented")
+
+
+# ---- running unmodified `import mooncake.engine` code (opt-in) --------------------
+
+
+def install_alias(shadow=False):
+    """Makes ``import mooncake.engine`` (and ``from mooncake.engine import ...``) give
+    this module, for code that cannot be edited. Opt-in only: nothing calls it on import.
+
+    A real Mooncake install on ``sys.path`` is never shadowed silently: without
+    ``shadow=True`` this raises tent.Error (FailedPrecondition) naming where it is; with
+    it, a warning on the ``tent.mooncake`` logger says which one is hidden."""
+    import importlib.util
+    import sys
+    import types
+
+    here = sys.modules[__name__]
+    if sys.modules.get("mooncake.engine") is here:
+        return
+    loaded = sys.modules.get("mooncake")
+    real = loaded if loaded is not None else None
+    if real is None:
+        try:
+            spec = importlib.util.find_spec("mooncake")
+        except (ImportError, ValueError):
+            spec = None
+        real = spec
+    if real is not None:
+        where = getattr(real, "origin", None) or getattr(real, "__file__", None) or str(
+            list(getattr(real, "submodule_search_locations", None) or []))
+        if not shadow:
+            raise tent.Error(
+                "FailedPrecondition",
+                f"a real Mooncake is installed ({where}): not aliasing mooncake.engine to "
+                "tent.mooncake; import tent.mooncake explicitly, or pass shadow=True "
+                "(python -m tent.mooncake --shadow-mooncake) to hide it on purpose")
+        _log.warning("mooncake.engine now means tent.mooncake; the Mooncake at %s is hidden",
+                     where)
+    package = types.ModuleType("mooncake", "tent's alias of Mooncake (tent.mooncake.install_alias)")
+    package.__path__ = []  # a package: `import mooncake.engine` looks in sys.modules first
+    package.engine = here
+    package.__tent_alias__ = True
+    sys.modules["mooncake"] = package
+    sys.modules["mooncake.engine"] = here
+
+
+_USAGE = """usage: python -m tent.mooncake [--shadow-mooncake] (SCRIPT | -m MODULE) [ARGS...]
+
+Runs SCRIPT (or MODULE) with `import mooncake.engine` answered by tent.mooncake, for
+code written against Mooncake's Python engine that cannot be edited. If a real Mooncake
+is installed this refuses, naming it, unless --shadow-mooncake hides it on purpose."""
+
+
+def _main(argv):
+    import runpy
+    import sys
+
+    shadow = False
+    if argv and argv[0] == "--shadow-mooncake":
+        shadow, argv = True, argv[1:]
+    if not argv or argv[0] in ("-h", "--help") or (argv[0] == "-m" and len(argv) < 2):
+        print(_USAGE, file=sys.stderr if not argv else sys.stdout)
+        return 0 if argv else 2
+    try:
+        install_alias(shadow=shadow)
+    except tent.Error as e:
+        print(f"tent.mooncake: {e}", file=sys.stderr)
+        return 2
+    if argv[0] == "-m":
+        sys.argv = argv[1:]
+        runpy.run_module(argv[1], run_name="__main__", alter_sys=True)
+    else:
+        sys.argv = argv
+        runpy.run_path(argv[0], run_name="__main__")
+    return 0
+
+
+if __name__ == "__main__":
+    import sys as _sys
+
+    import tent.mooncake as _shim  # the importable module, not this __main__ copy
+
+    _sys.exit(_shim._main(_sys.argv[1:]))

@@ -8,6 +8,10 @@ import numpy as np
 import pytest
 
 from conftest import config, pattern, sha, slow_fabric
+import json
+
+import tent
+import tent.mooncake
 from tent.mooncake import P2PHANDSHAKE, TransferEngine, TransferOpcode
 
 UNREACHABLE = "127.0.0.1:1"
@@ -179,7 +183,7 @@ def test_failures_return_mooncake_codes(mc, managed, peer):
     (src, _), _ = managed
     assert mc.transfer_sync_write(UNREACHABLE, src, 0, 8) == -1
     assert mc.batch_transfer_async_write(UNREACHABLE, [src], [0], [8]) == 0
-    assert mc.transfer_submit_write(UNREACHABLE, src, 0, 8) == -1
+    assert mc.transfer_submit_write(UNREACHABLE, src, 0, 8) == 0  # Mooncake: 0, no batch
     assert mc.get_batch_transfer_status([123456]) == -1
     assert mc.transfer_check_status(123456) == -1
     stray = np.zeros(4096, np.uint8).ctypes.data
@@ -233,3 +237,48 @@ def test_ten_sender_threads(mc, peer):
     assert errors == []
     assert peer.sum("numpy", 0, 10 * region) == sha(np.concatenate(bufs))
     assert mc.batch_unregister_memory([b.ctypes.data for b in bufs]) == 0
+
+
+def test_opcode_spellings_as_mooncake_binding(mc, managed, peer):
+    # Mooncake: TransferOpcode.Read/.Write, the class attribute TransferEngine.TransferOpcode
+    # (FlexKV: engine.TransferOpcode.Write) and the values exported at module level.
+    assert TransferOpcode.Write == tent.OpCode.WRITE and TransferOpcode.Read == tent.OpCode.READ
+    assert TransferOpcode.WRITE == TransferOpcode.Write
+    assert TransferEngine.TransferOpcode is TransferOpcode
+    assert mc.TransferOpcode.Write == tent.OpCode.WRITE
+    assert tent.mooncake.Write == TransferOpcode.Write and tent.mooncake.Read == TransferOpcode.Read
+    (src, view), (dst, dst_view) = managed
+    view[:8192] = pattern(8192, 31)
+    assert mc.transfer_sync(peer.segment, src, peer.addr("numpy"), 8192,
+                            mc.TransferOpcode.Write) == 0
+    assert mc.transfer_sync(peer.segment, dst, peer.addr("numpy"), 8192, TransferOpcode.Read) == 0
+    assert sha(dst_view[:8192]) == sha(view[:8192]) == peer.sum("numpy", 0, 8192)
+
+
+def test_first_buffer_address_is_the_first_registered(mc):
+    # Registered high address first, then a lower one: Mooncake answers the first.
+    a, b = np.zeros(8192, np.uint8), np.zeros(8192, np.uint8)
+    low, high = sorted([a, b], key=lambda x: x.ctypes.data)
+    fresh = TransferEngine(config())
+    assert fresh.initialize("127.0.0.1", P2PHANDSHAKE, "rdma", "") == 0, fresh.last_error
+    me = fresh.get_engine().segment_name
+    assert fresh.register_memory(high.ctypes.data, high.nbytes) == 0
+    assert fresh.register_memory(low, None) == 0  # a numpy array, as tent allows
+    assert fresh.get_first_buffer_address(me) == high.ctypes.data
+    assert fresh.unregister_memory(high.ctypes.data) == 0
+    assert fresh.get_first_buffer_address(me) == low.ctypes.data
+    assert fresh.unregister_memory(low) == 0
+    fresh.close()
+
+
+def test_local_topology_has_mooncakes_json_shape(mc):
+    topo = json.loads(mc.get_local_topology())
+    assert topo, "at least cpu:0"
+    for key, entry in topo.items():
+        assert key.startswith("cpu:") and key[4:].isdigit(), key
+        assert isinstance(entry, list) and len(entry) == 2, entry
+        preferred, available = entry
+        assert all(isinstance(d, str) for d in preferred + available)
+        assert not set(preferred) & set(available)
+    assert TransferEngine().get_local_topology("no_such_device") == json.dumps(
+        {k: [[], []] for k in topo})

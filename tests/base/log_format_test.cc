@@ -10,6 +10,7 @@
 
 #include "log_test_util.h"
 #include "tent/log.h"
+#include "tent/log_sink.h"
 
 namespace tent::log::testing {
 namespace {
@@ -118,6 +119,36 @@ TEST(LogFormat, MacrosKeepTheLevelFilter) {
   ASSERT_EQ(lines.size(), 1u);
   EXPECT_NE(lines[0].find(" E tid="), std::string::npos) << lines[0];
   EXPECT_NE(lines[0].find("shown"), std::string::npos);
+}
+
+struct SunkLine {
+  Component component;
+  Level level;
+  std::string message;
+};
+std::vector<SunkLine> g_sunk;  // one test thread writes and reads it
+
+void sinkInto(Component c, Level l, const char* message, size_t length) {
+  g_sunk.push_back({c, l, std::string(message, length)});
+}
+
+TEST(LogSink, TakesTheBareMessageInsteadOfStderrAndKeepsTheFilter) {
+  g_sunk.clear();
+  setLevel(Component::kEngine, Level::kInfo);
+  CaptureStderr capture;
+  setSink(&sinkInto);
+  TENT_INFO(kEngine, "to the sink %d", 7);
+  TENT_DEBUG(kEngine, "filtered");
+  setSink(nullptr);
+  TENT_WARN(kEngine, "back on stderr");
+  setLevel(Component::kEngine, Level::kWarn);
+  const std::vector<std::string> lines = capture.lines();
+  ASSERT_EQ(g_sunk.size(), 1u);
+  EXPECT_EQ(g_sunk[0].component, Component::kEngine);
+  EXPECT_EQ(g_sunk[0].level, Level::kInfo);
+  EXPECT_EQ(g_sunk[0].message, "to the sink 7");
+  ASSERT_EQ(lines.size(), 1u);
+  EXPECT_NE(lines[0].find("back on stderr"), std::string::npos) << lines[0];
 }
 
 }  // namespace

@@ -5,9 +5,11 @@
 
 #include <cstdlib>
 #include <fstream>
+#include <map>
 #include <string>
 
 #include "config/config.h"
+#include "config/log_env.h"
 #include "config_test_util.h"
 #include "tent/log.h"
 
@@ -351,6 +353,58 @@ TEST_F(ConfigLog, UnknownComponentOrComponentLevelIsAnErrorAndChangesNothing) {
   EXPECT_NE(s.message().find("log.components.engine"), std::string::npos) << s.message();
   EXPECT_NE(s.message().find("'chatty'"), std::string::npos) << s.message();
   EXPECT_EQ(log::level(log::Component::kFabric), log::Level::kWarn);
+}
+
+TEST_F(ConfigLog, EnvironmentLevelWinsOverTheFile) {
+  LogConfig lc;
+  lc.level = "error";
+  lc.components = {{"engine", "info"}};
+  ASSERT_TRUE(overlayLogLevelEnv("debug", &lc).ok());
+  EXPECT_EQ(lc.level, "debug");
+  EXPECT_TRUE(lc.components.empty()) << "a bare level means every component";
+}
+
+TEST_F(ConfigLog, EnvironmentComponentsMergeWithTheFile) {
+  LogConfig lc;
+  lc.components = {{"engine", "info"}, {"fabric", "error"}};
+  ASSERT_TRUE(overlayLogLevelEnv("engine=trace,direct=debug", &lc).ok());
+  EXPECT_EQ(lc.level, "warn");
+  EXPECT_EQ(lc.components.at("engine"), "trace");
+  EXPECT_EQ(lc.components.at("direct"), "debug");
+  EXPECT_EQ(lc.components.at("fabric"), "error");
+  ASSERT_TRUE(overlayLogLevelEnv("info,lcore=off", &lc).ok());
+  EXPECT_EQ(lc.level, "info");
+  EXPECT_EQ(lc.components, (std::map<std::string, std::string>{{"lcore", "off"}}));
+}
+
+TEST_F(ConfigLog, EnvironmentBadWordNamesTheVariableAndTheAllowedValues) {
+  LogConfig lc;
+  Status s = overlayLogLevelEnv("loud", &lc);
+  ASSERT_FALSE(s.ok());
+  EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(s.message().find("TENT_LOG_LEVEL"), std::string::npos) << s.message();
+  EXPECT_NE(s.message().find("'loud'"), std::string::npos) << s.message();
+  EXPECT_NE(s.message().find("trace, debug, info, warn, error, off"), std::string::npos);
+  s = overlayLogLevelEnv("info,enginee=debug", &lc);
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(s.message().find("'enginee'"), std::string::npos) << s.message();
+  EXPECT_NE(s.message().find("engine, direct"), std::string::npos) << s.message();
+  EXPECT_EQ(lc.level, "warn") << "a bad word changes nothing";
+}
+
+TEST_F(ConfigLog, ApplyReadsTheEnvironment) {
+  ASSERT_EQ(setenv("TENT_LOG_LEVEL", "error,engine=debug", 1), 0);
+  LogConfig lc;
+  lc.level = "info";
+  const Status s = applyLogConfig(lc);
+  Status bad;
+  ASSERT_EQ(setenv("TENT_LOG_LEVEL", "chatty", 1), 0);
+  bad = applyLogConfig(lc);
+  unsetenv("TENT_LOG_LEVEL");
+  ASSERT_TRUE(s.ok()) << s.toString();
+  EXPECT_FALSE(bad.ok());
+  EXPECT_EQ(log::level(log::Component::kEngine), log::Level::kDebug);
+  EXPECT_EQ(log::level(log::Component::kFabric), log::Level::kError);
 }
 
 }  // namespace

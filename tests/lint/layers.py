@@ -18,9 +18,9 @@ import sys
 
 # Folder -> the include prefixes it may use besides its own. An include's prefix is the
 # first path component, or the first two for fabric's sub-folders ("fabric/soft").
-# "tent" is the public API: tent/status.h and tent/log.h live in base, tent/transfer_engine.h
-# in engine/include.
-PUBLIC_BASE = {"tent/status.h", "tent/log.h"}
+# "tent" is the public API: tent/status.h, tent/log.h and tent/log_sink.h live in base,
+# tent/transfer_engine.h in engine/include.
+PUBLIC_BASE = {"tent/status.h", "tent/log.h", "tent/log_sink.h"}
 FLOORS = {
     "base": [],
     "config": ["base"],

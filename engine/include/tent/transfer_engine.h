@@ -139,6 +139,8 @@ struct DirectPathStats {
   // Post-to-completion latency of direct slices: bucket i counts latencies in
   // [2^i, 2^(i+1)) ns (bucket 0 also holds 0 and 1 ns).
   std::vector<uint64_t> latency_histogram_ns;
+  // The sum of the latencies the histogram counts, in ns (sum / count = the mean).
+  uint64_t latency_sum_ns = 0;
 };
 
 struct WorkerPathStats {
@@ -154,7 +156,7 @@ struct LcoreStatsView {
   unsigned lcore = 0;
   int cpu = -1;
   std::string pollers;  // "rail:soft0,background"
-  uint64_t busy_cycles = 0;
+  uint64_t busy_cycles = 0;  // TSC cycles; EngineStats::tsc_hz turns them into seconds
   uint64_t idle_cycles = 0;
 };
 
@@ -202,6 +204,9 @@ struct EngineStats {
   std::map<std::string, uint64_t> bytes_per_device;  // device name -> payload bytes moved
   // Payload bytes by Request::intent_type, indexed by its value (UNSPEC = 0 ...).
   std::vector<uint64_t> bytes_per_intent;
+  // TSC ticks per second, as measured against CLOCK_MONOTONIC when the engine started:
+  // lcores[].busy_cycles / tsc_hz are seconds. 0 where no TSC was measured.
+  double tsc_hz = 0;
 };
 
 class TransferEngine {
@@ -277,6 +282,10 @@ class TransferEngine {
                                               uint64_t timeout_ns) = 0;
 
   virtual EngineStats stats() const = 0;
+
+  // "host:port" the metrics endpoint (metrics.listen) serves GET /metrics on, port 0
+  // resolved to the bound one; "" when metrics are off.
+  virtual std::string metricsAddress() const { return ""; }
 
   // The first step of closing the engine from another thread: every call waiting on
   // the control plane (an openSegment in progress) returns Canceled now, and later

@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <set>
 
 #include "scrape_util.h"
 #include "tests/support/engine_test_util.h"
@@ -42,10 +43,15 @@ std::string boundName(double le_seconds) {
 
 // What the exporter must show for `s`, written out here from docs/metrics.md (not from
 // the exporter's tables), so a wrong field behind a name fails.
-Series expectedSeries(const EngineStats& s) {
+// Every series carries engine="<segment name>"; seconds are cycles over tsc_hz.
+Series expectedSeries(const EngineStats& s, const std::string& engine_name) {
   Series out;
-  auto put = [&out](const std::string& name, uint64_t v, const Labels& labels = {}) {
-    out[key(name, labels)] = static_cast<double>(v);
+  auto putValue = [&out, &engine_name](const std::string& name, double v, Labels labels = {}) {
+    labels["engine"] = engine_name;
+    out[key(name, labels)] = v;
+  };
+  auto put = [&putValue](const std::string& name, uint64_t v, const Labels& labels = {}) {
+    putValue(name, static_cast<double>(v), labels);
   };
   put("tent_engine_info", 1, {{"provider", s.provider}, {"link_model", s.link_model}});
   put("tent_worker_tasks_total", s.worker.tasks);
@@ -76,13 +82,16 @@ Series expectedSeries(const EngineStats& s) {
         {{"le", last ? "+Inf" : "2^" + std::to_string(i + 1) + "ns"}});
   }
   put("tent_direct_latency_seconds_count", cumulative);
+  putValue("tent_direct_latency_seconds_sum", static_cast<double>(s.direct.latency_sum_ns) / 1e9);
   put("tent_deadline_expired_at_submit_total", s.deadlines.expired_at_submit);
   put("tent_deadline_missed_total", s.deadlines.missed);
   for (const LcoreStatsView& l : s.lcores) {
     const Labels labels = {
         {"lcore", std::to_string(l.lcore)}, {"cpu", std::to_string(l.cpu)}, {"pollers", l.pollers}};
-    put("tent_lcore_busy_cycles_total", l.busy_cycles, labels);
-    put("tent_lcore_idle_cycles_total", l.idle_cycles, labels);
+    putValue("tent_lcore_busy_seconds_total", static_cast<double>(l.busy_cycles) / s.tsc_hz,
+             labels);
+    putValue("tent_lcore_idle_seconds_total", static_cast<double>(l.idle_cycles) / s.tsc_hz,
+             labels);
   }
   put("tent_endpoints", s.resources.endpoints_live, {{"state", "live"}});
   put("tent_endpoints", s.resources.endpoints_retired, {{"state", "retired"}});
@@ -108,15 +117,14 @@ Series expectedSeries(const EngineStats& s) {
   return out;
 }
 
-// The tent_ samples of a scrape, bucket bounds as boundName(); the NaN _sum (EngineStats
-// keeps no latency sum) is checked on its own and left out.
-Series scrapedSeries(const Exposition& e, bool* sum_is_nan) {
+// The tent_ samples of a scrape, bucket bounds as boundName(); tent_build_info (not from
+// stats()) is handed back on its own.
+Series scrapedSeries(const Exposition& e, std::vector<Sample>* build_info) {
   Series out;
-  *sum_is_nan = false;
   for (const Sample& s : e.samples) {
     if (s.name.rfind("tent_", 0) != 0) continue;
-    if (s.name == "tent_direct_latency_seconds_sum") {
-      *sum_is_nan = std::isnan(s.value);
+    if (s.name == "tent_build_info") {
+      build_info->push_back(s);
       continue;
     }
     Labels labels = s.labels;
@@ -177,17 +185,19 @@ TEST_F(Scrape, SeriesCarryTheValuesStatsReports) {
 
   // Quiesced: nothing steps the pollers now. Scrape between two snapshots that agree.
   Series expected, scraped;
-  bool sum_is_nan = false;
+  std::vector<Sample> build_info;
   bool stable = false;
+  const std::string name = engine->segmentName();
   for (int attempt = 0; attempt < 20 && !stable; ++attempt) {
     const EngineStats before = engine->stats();
     const HttpReply reply = httpGet(port, "/metrics");
     ASSERT_EQ(reply.status, 200) << reply.error;
     const Exposition e = parseExposition(reply.body);
     EXPECT_TRUE(e.errors.empty()) << e.errors.front();
-    scraped = scrapedSeries(e, &sum_is_nan);
-    expected = expectedSeries(before);
-    stable = expected == expectedSeries(engine->stats());
+    build_info.clear();
+    scraped = scrapedSeries(e, &build_info);
+    expected = expectedSeries(before, name);
+    stable = expected == expectedSeries(engine->stats(), name);
   }
   ASSERT_TRUE(stable) << "stats() kept changing with no transfer running";
 
@@ -198,22 +208,67 @@ TEST_F(Scrape, SeriesCarryTheValuesStatsReports) {
   EXPECT_GT(s.resources.qps_live, 0u);
   ASSERT_EQ(s.lcores.size(), 2u);
   EXPECT_GT(s.lcores[0].busy_cycles + s.lcores[1].busy_cycles, 0u);
-  EXPECT_GE(expected[key("tent_direct_latency_seconds_count")], 1.0);
+  ASSERT_GT(s.tsc_hz, 0.0) << "no TSC rate: lcore seconds cannot be exported";
+  const Labels just_engine = {{"engine", name}};
+  EXPECT_GE(expected[key("tent_direct_latency_seconds_count", just_engine)], 1.0);
+  // A finite, positive sum: the mean latency is sum / count.
+  const double sum = scraped[key("tent_direct_latency_seconds_sum", just_engine)];
+  EXPECT_TRUE(std::isfinite(sum) && sum > 0) << sum;
   EXPECT_EQ(expected.count(key("tent_engine_info", {{"provider", std::string(testProviderName())},
-                                                    {"link_model", s.link_model}})),
+                                                    {"link_model", s.link_model},
+                                                    {"engine", name}})),
             1u);
+  ASSERT_EQ(build_info.size(), 1u);
+  EXPECT_EQ(build_info[0].value, 1.0);
+  EXPECT_FALSE(build_info[0].labels["version"].empty());
+  EXPECT_FALSE(build_info[0].labels["compiler"].empty());
+  EXPECT_EQ(build_info[0].labels.count("engine"), 0u) << "one per process";
 
   for (const auto& [series, value] : expected) {
     auto it = scraped.find(series);
     if (it == scraped.end()) {
       ADD_FAILURE() << "not exported: " << series;
     } else {
-      EXPECT_EQ(it->second, value) << series;
+      // Seconds are quotients: the text form may round the last digit.
+      EXPECT_NEAR(it->second, value, 1e-12 * std::fabs(value)) << series;
     }
   }
   for (const auto& [series, value] : scraped)
     EXPECT_EQ(expected.count(series), 1u) << "exported but not in stats(): " << series;
-  EXPECT_TRUE(sum_is_nan) << "tent_direct_latency_seconds_sum: EngineStats keeps no sum";
+}
+
+TEST_F(Scrape, MetricsAddressNamesTheBoundPort) {
+  EXPECT_EQ(engine->metricsAddress(), "127.0.0.1:" + std::to_string(port));
+  auto off = makeEngine(simYaml());
+  ASSERT_NE(off, nullptr);
+  EXPECT_EQ(off->metricsAddress(), "");
+}
+
+// Two engines of one process with the same metrics.listen share one server; each
+// series carries its engine's name, and the server goes with the last engine.
+TEST(MetricsEndpoint, EnginesOfAProcessShareOneExporter) {
+  auto a = makeEngine(simYaml(kListenAnyPort));
+  ASSERT_NE(a, nullptr);
+  auto b = makeEngine(simYaml(kListenAnyPort));
+  ASSERT_NE(b, nullptr);
+  EXPECT_EQ(a->metricsAddress(), b->metricsAddress());
+  EXPECT_EQ(attachedEngines("127.0.0.1:0"), 2u);
+  const HttpReply reply = httpGet(a->metricsExporter()->port(), "/metrics");
+  ASSERT_EQ(reply.status, 200) << reply.error;
+  std::set<std::string> engines;
+  size_t build_infos = 0;
+  for (const Sample& s : parseExposition(reply.body).samples) {
+    if (s.name == "tent_build_info") ++build_infos;
+    if (s.name == "tent_transferred_bytes_total") engines.insert(s.labels.at("engine"));
+  }
+  EXPECT_EQ(engines, (std::set<std::string>{a->segmentName(), b->segmentName()}));
+  EXPECT_EQ(build_infos, 1u);
+  const uint16_t port = a->metricsExporter()->port();
+  a.reset();
+  EXPECT_EQ(attachedEngines("127.0.0.1:0"), 1u);
+  EXPECT_EQ(httpGet(port, "/metrics").status, 200) << "b still serves";
+  b.reset();
+  EXPECT_EQ(attachedEngines("127.0.0.1:0"), 0u);
 }
 
 TEST_F(Scrape, OnlyMetricsIsServed) {
