@@ -230,7 +230,7 @@ void VerbsQp::retire(uint64_t seq48) noexcept {
 
 bool VerbsCq::translate(const ibv_wc& in, WorkCompletion* out) noexcept {
   const bool recv = (in.wr_id & kWrIdRecvFlag) != 0;
-  uint32_t index = static_cast<uint32_t>((in.wr_id & ~kWrIdRecvFlag) >> kWrIdIndexShift);
+  uint32_t index = static_cast<uint32_t>(in.wr_id >> kWrIdIndexShift);
   VerbsQp* qp = index < qp_capacity_ ? qps_[index].load(std::memory_order_acquire) : nullptr;
   if (qp == nullptr) return false;  // a QP destroyed with completions in flight
   uint64_t seq48 = in.wr_id & kWrIdSeqMask;

@@ -1,9 +1,9 @@
 // The verbs provider's objects (private to engine/fabric/verbs and its tests).
 //
 // Completion bookkeeping: every WR we hand to the NIC carries our own ibv wr_id,
-//   bit  63    : 1 for a receive (postRecv), 0 for a send,
-//   bits 62..48: the QP's index in that CQ's QP table,
-//   bits 47..0 : the QP's post sequence number on that queue (modulo 2^48),
+//   bits 63..48: the QP's index in that CQ's QP table,
+//   bit  47    : 1 for a receive (postRecv), 0 for a send,
+//   bits 46..0 : the QP's post sequence number on that queue (modulo 2^47),
 // and the caller's wr_id, opcode and length wait in the QP's slot for that
 // sequence. A completion therefore finds its QP and SendWr in O(1), gets a valid
 // opcode even for flush errors (where ibv_wc.opcode is undefined), and retires
@@ -35,9 +35,9 @@
 namespace tent::fabric::verbs {
 
 inline constexpr int kWrIdIndexShift = 48;
-inline constexpr uint64_t kWrIdSeqMask = (uint64_t{1} << kWrIdIndexShift) - 1;
-inline constexpr uint64_t kWrIdRecvFlag = uint64_t{1} << 63;
-inline constexpr uint32_t kMaxQpsPerCq = 1u << 15;
+inline constexpr uint64_t kWrIdRecvFlag = uint64_t{1} << 47;
+inline constexpr uint64_t kWrIdSeqMask = kWrIdRecvFlag - 1;
+inline constexpr uint32_t kMaxQpsPerCq = 1u << 16;
 inline constexpr int kPostChunkWrs = 32;  // ibv_send_wr built on the stack per post call
 inline constexpr int kPostChunkSges = 64;
 inline constexpr uint32_t kMaxSgePerWr = kPostChunkSges;
