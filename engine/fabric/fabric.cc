@@ -25,6 +25,8 @@ std::string_view toString(WcStatus s) noexcept {
       return "work request flushed";
     case WcStatus::kGeneral:
       return "general error";
+    case WcStatus::kRnrRetryExceeded:
+      return "receiver not ready (no receive posted)";
   }
   return "unknown";
 }

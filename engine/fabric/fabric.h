@@ -7,6 +7,7 @@
 #pragma once
 
 #include <array>
+#include <cerrno>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -27,14 +28,18 @@ enum class WcStatus : uint8_t {
   kLocalLength,      // IBV_WC_LOC_LEN_ERR
   kLocalProtection,  // IBV_WC_LOC_PROT_ERR
   kRemoteAccess,     // IBV_WC_REM_ACCESS_ERR
-  kRemoteOperation,  // IBV_WC_REM_OP_ERR
+  kRemoteOperation,  // IBV_WC_REM_OP_ERR, IBV_WC_REM_INV_REQ_ERR
   kRetryExceeded,    // IBV_WC_RETRY_EXC_ERR
   kFlushed,          // IBV_WC_WR_FLUSH_ERR
   kGeneral,          // IBV_WC_GENERAL_ERR and anything else
+  // Appended so the codes above keep their values.
+  kRnrRetryExceeded,  // IBV_WC_RNR_RETRY_EXC_ERR: a SEND found no posted receive
 };
 std::string_view toString(WcStatus s) noexcept;
 
-enum class WrOpcode : uint8_t { kRdmaWrite = 0, kRdmaRead };
+// kSend: a two-sided message, placed in the buffer of the responder's oldest posted
+// receive (postRecv). kRecv appears only in completions of receives.
+enum class WrOpcode : uint8_t { kRdmaWrite = 0, kRdmaRead, kSend, kRecv };
 
 enum class QpState : uint8_t { kReset = 0, kInit, kRtr, kRts, kError };
 // Inline so each provider library can name states without linking fabric.cc.
@@ -75,6 +80,15 @@ struct SendWr {
   uint64_t remote_addr = 0;
   uint32_t rkey = 0;
   const SendWr* next = nullptr;
+};
+
+// A receive buffer for one incoming SEND (ibv_recv_wr). A SEND longer than the
+// buffer fails on both sides (receive: kLocalLength; send: kRemoteOperation).
+struct RecvWr {
+  uint64_t wr_id = 0;
+  uint32_t num_sge = 0;
+  const Sge* sg_list = nullptr;
+  const RecvWr* next = nullptr;
 };
 
 struct WorkCompletion {
@@ -151,6 +165,10 @@ struct QpInitAttr {
   CompletionQueue* send_cq = nullptr;
   uint32_t max_send_wr = 1;
   uint32_t max_sge = 1;
+  // The receive queue, for QPs that take SENDs (the notify channel). 0 = none: such a
+  // QP's postRecv fails with EINVAL and a SEND to it fails with kRnrRetryExceeded.
+  CompletionQueue* recv_cq = nullptr;
+  uint32_t max_recv_wr = 0;
 };
 
 class QueuePair {
@@ -165,6 +183,18 @@ class QueuePair {
   // WRs posted and not yet completed (their completion not yet polled or flushed).
   virtual uint32_t outstanding() const noexcept = 0;
   virtual uint32_t maxSendWr() const noexcept = 0;
+  // Posts receive buffers, like ibv_post_recv: 0, or ENOMEM (receive queue full) /
+  // EINVAL (no receive queue, bad SGEs, QP in RESET) with *bad_wr at the first not
+  // posted. Receives complete on recv_cq, in posting order, with opcode kRecv and
+  // byte_len = the SEND's length; on ERR the ones not yet used complete kFlushed.
+  // One poster of receives at a time (separate from the send poster).
+  // A SEND that finds no posted receive is not retried: it completes with
+  // kRnrRetryExceeded and the sender's QP goes to ERR (verbs QPs run with the
+  // configured rnr_retry). Users of SENDs keep the receiver ready with credits.
+  virtual int postRecv(const RecvWr* wr, const RecvWr** bad_wr) noexcept {
+    if (bad_wr != nullptr) *bad_wr = wr;
+    return EINVAL;
+  }
 
   virtual Status modifyToInit() = 0;
   virtual Status modifyToRtr(const QpRemote& remote) = 0;

@@ -18,11 +18,19 @@ inline bool inside(uint64_t base, uint64_t size, uint64_t addr, uint64_t length)
 }
 
 // What ibv_post_send refuses before the WR reaches the send queue: too many SGEs, an
-// SGE list missing, an opcode other than RDMA WRITE / READ. 0 or EINVAL.
+// SGE list missing, an opcode other than RDMA WRITE / READ / SEND. 0 or EINVAL.
 inline int checkShape(const SendWr& wr, uint32_t max_sge) noexcept {
   if (wr.num_sge > max_sge || (wr.num_sge != 0 && wr.sg_list == nullptr)) return EINVAL;
-  if (wr.opcode != WrOpcode::kRdmaWrite && wr.opcode != WrOpcode::kRdmaRead) return EINVAL;
+  if (wr.opcode != WrOpcode::kRdmaWrite && wr.opcode != WrOpcode::kRdmaRead &&
+      wr.opcode != WrOpcode::kSend) {
+    return EINVAL;
+  }
   return 0;
+}
+
+// What ibv_post_recv refuses: too many SGEs or an SGE list missing. 0 or EINVAL.
+inline int checkRecvShape(const RecvWr& wr, uint32_t max_sge) noexcept {
+  return wr.num_sge > max_sge || (wr.num_sge != 0 && wr.sg_list == nullptr) ? EINVAL : 0;
 }
 
 // The access a responder's region must grant for this opcode.

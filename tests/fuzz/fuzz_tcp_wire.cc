@@ -44,6 +44,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     FUZZ_CHECK(payloadBytes(h) <= h.length, "more payload than length");
     FUZZ_CHECK(isRequest(h.opcode) || (h.remote_addr == 0 && h.rkey == 0),
                "a response with an address");
+    FUZZ_CHECK(h.opcode != Opcode::kSendReq || (h.remote_addr == 0 && h.rkey == 0),
+               "a SEND with an address");
     off += kHeaderBytes;
     off += static_cast<size_t>(std::min<uint64_t>(payloadBytes(h), size - off));
   }

@@ -245,9 +245,16 @@ uint64_t CqCore::pollTimeLocked() noexcept {
 
 int CqCore::poll(WorkCompletion* wc, int max) noexcept {
   if (overflowed.load(std::memory_order_relaxed)) return -1;
-  if (max <= 0 || pending_count.load(std::memory_order_acquire) == 0) return 0;
+  if (max <= 0) return 0;
+  const bool sends = pending_count.load(std::memory_order_acquire) != 0;
+  if (!sends && recv_count.load(std::memory_order_acquire) == 0) return 0;
   DeviceState& d = *dev;
   SpinGuard g(d.lock);
+  // Receives first: their sender's completion (an ACK) comes after them on a NIC too.
+  const int received = recv_qps != nullptr ? pollRecvLocked(wc, max) : 0;
+  if (!sends || received == max) return received;
+  wc += received;
+  max -= received;
   const uint64_t now = pollTimeLocked();
   d.advanceLocked(static_cast<double>(now));
   confirmDueLocked(now);
@@ -275,7 +282,7 @@ int CqCore::poll(WorkCompletion* wc, int max) noexcept {
     }
     if (q->delivered_ == q->tail_.load(std::memory_order_relaxed)) removeLocked(*q);
   }
-  return n;
+  return received + n;
 }
 
 }  // namespace tent::fabric::soft

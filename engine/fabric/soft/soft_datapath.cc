@@ -121,6 +121,11 @@ WcStatus SoftQp::execute(const SendWr& wr, WrSlot& s, PostEffects* fx) noexcept 
   // A dead peer or a responder QP that is not RTR/RTS never answers: a NIC retransmits
   // until its retry count runs out, then completes the WR with retry-exceeded.
   if (!responderUp()) return retryExceeded(s, fx);
+  if (wr.opcode == WrOpcode::kSend) {
+    if (local_gpu >= 0) return WcStatus::kLocalProtection;  // SENDs from host memory only
+    st = executeSend(wr, iov, total);
+    return st == WcStatus::kRetryExceeded ? retryExceeded(s, fx) : st;
+  }
   if (total == 0) return WcStatus::kSuccess;  // zero-length: no rkey check, as in verbs
   MrSnapshot mr;
   st = checkRemote(wr, total, &mr);

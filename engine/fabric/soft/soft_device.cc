@@ -95,6 +95,7 @@ Result<std::shared_ptr<DeviceState>> createDeviceState(std::shared_ptr<ProviderC
 
 DeviceState::~DeviceState() {
   if (ctrl_base != nullptr) {
+    releaseRqAreas(*this);
     unlink(ctrl_path.c_str());  // no-op when the provider already did
     munmap(ctrl_base, ctrl_length);
   }
@@ -206,12 +207,33 @@ Result<std::unique_ptr<QueuePair>> SoftDevice::createQp(const QpInitAttr& attr) 
     return Status::InvalidArgument("soft: max_sge must be in [1, " + std::to_string(kMaxSge) +
                                    "], got " + std::to_string(attr.max_sge));
   }
+  std::shared_ptr<CqCore> recv_cq;
+  if (attr.max_recv_wr != 0 || attr.recv_cq != nullptr) {
+    auto* rcq = dynamic_cast<SoftCq*>(attr.recv_cq);
+    if (rcq == nullptr || rcq->core()->dev != state_) {
+      return Status::InvalidArgument("soft: a receive queue needs a soft CQ of this device");
+    }
+    if (attr.max_recv_wr == 0 || attr.max_recv_wr > kMaxRecvWr) {
+      return Status::InvalidArgument("soft: max_recv_wr must be in [1, " +
+                                     std::to_string(kMaxRecvWr) + "], got " +
+                                     std::to_string(attr.max_recv_wr));
+    }
+    recv_cq = rcq->core();
+  }
   uint32_t slot = 0;
   uint32_t qp_num = 0;
   {
     std::lock_guard<std::mutex> g(state_->ctrl_mutex);
     CqCore& core = *cq->core();
-    if (core.reserved + attr.max_send_wr > core.depth) {
+    const uint64_t recv_need = recv_cq != nullptr ? attr.max_recv_wr : 0;
+    if (recv_cq != nullptr && recv_cq.get() != &core &&
+        recv_cq->reserved + recv_need > recv_cq->depth) {
+      return Status::ResourceExhausted(
+          "soft " + state_->info.name + ": receive CQ depth " + std::to_string(recv_cq->depth) +
+          " cannot hold another receive queue of " + std::to_string(recv_need));
+    }
+    const uint64_t same_cq = recv_cq.get() == &core ? recv_need : 0;
+    if (core.reserved + attr.max_send_wr + same_cq > core.depth) {
       return Status::ResourceExhausted(
           "soft " + state_->info.name + ": CQ depth " + std::to_string(core.depth) +
           " cannot hold another QP of max_send_wr " + std::to_string(attr.max_send_wr) + " (" +
@@ -229,9 +251,15 @@ Result<std::unique_ptr<QueuePair>> SoftDevice::createQp(const QpInitAttr& attr) 
     state_->qp_generation[slot] = gen;
     qp_num = uint32_t{gen} << kQpSlotBits | slot;
     core.reserved += attr.max_send_wr;
+    if (recv_cq != nullptr) recv_cq->reserved += recv_need;
   }
-  return std::unique_ptr<QueuePair>(
-      std::make_unique<SoftQp>(state_, cq->core(), slot, qp_num, attr));
+  auto qp = std::make_unique<SoftQp>(state_, cq->core(), slot, qp_num, attr, recv_cq);
+  if (recv_cq != nullptr) {
+    auto area = rqAreaFor(*state_, slot);
+    if (!area.ok()) return area.status();  // ~SoftQp returns the slot and the reservations
+    qp->attachRecv(*area, attr.max_recv_wr);
+  }
+  return std::unique_ptr<QueuePair>(std::move(qp));
 }
 
 PortCounters SoftDevice::counters() const noexcept {

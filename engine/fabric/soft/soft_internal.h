@@ -169,6 +169,10 @@ struct ProviderCore {
   // Waits until no lane has a copy in flight (before a peer's mapping is closed).
   void quiesceGpuLanes() noexcept;
 
+  // allocateMemory / freeMemory: shared memory peers map (also the receive queues).
+  Result<void*> allocateShm(size_t length, int numa_node);
+  Status freeShm(void* addr, size_t length);
+
   uint64_t now() const noexcept { return clock.now_ns ? clock.now_ns(clock.ctx) : monotonicNs(); }
   bool injectedClock() const noexcept { return clock.now_ns != nullptr; }
   // The allocation holding [addr, addr+length), if any. Caller holds mem_mutex.
@@ -277,6 +281,15 @@ struct DeviceState {
   std::vector<uint32_t> free_mrs;
   std::vector<uint16_t> qp_generation;
   std::vector<uint32_t> free_qps;
+  // Receive queue areas by QP slot, made by the slot's first QP with a receive queue
+  // and kept for the slot's later ones (a peer maps each segment once); freed with the
+  // device. Under ctrl_mutex.
+  struct RqArea {
+    uint8_t* base = nullptr;
+    uint32_t key = 0;  // MR over it
+    uint32_t mr_slot = 0;
+  };
+  std::vector<RqArea> rq_areas;
 
   mutable Spinlock lock;
   PortModel port;                                // under lock
@@ -296,6 +309,10 @@ struct DeviceState {
   // Port down fails every WR not yet transmitted; up lets new WRs through again.
   void setPortUp(bool up) noexcept;
 };
+
+// The receive queue area of QP slot `slot` (soft_recv.cc); made on first use.
+Result<DeviceState::RqArea> rqAreaFor(DeviceState& d, uint32_t slot);
+void releaseRqAreas(DeviceState& d) noexcept;
 
 // Creates the device's control file and tables. `spec` has been validated.
 Result<std::shared_ptr<DeviceState>> createDeviceState(std::shared_ptr<ProviderCore> core,
@@ -351,6 +368,10 @@ struct CqCore {
   std::atomic<bool> overflowed{false};
   std::atomic<uint32_t> pending_count{0};  // QPs in `pending`, read without the lock
   SoftQp* pending = nullptr;               // QPs with WRs not yet delivered; under dev->lock
+  // QPs whose receive queue completes here; under dev->lock (soft_recv_datapath.cc).
+  std::atomic<uint32_t> recv_count{0};
+  SoftQp* recv_qps = nullptr;
+  int pollRecvLocked(WorkCompletion* wc, int max) noexcept;
 
   int poll(WorkCompletion* wc, int max) noexcept;
   void addLocked(SoftQp& qp) noexcept;
@@ -382,13 +403,16 @@ class SoftCq final : public CompletionQueue {
 class SoftQp final : public QueuePair {
  public:
   SoftQp(std::shared_ptr<DeviceState> dev, std::shared_ptr<CqCore> cq, uint32_t slot,
-         uint32_t qp_num, const QpInitAttr& attr);
+         uint32_t qp_num, const QpInitAttr& attr, std::shared_ptr<CqCore> recv_cq = nullptr);
   ~SoftQp() override;
 
   uint32_t qpNum() const noexcept override { return qp_num_; }
   QpState state() const noexcept override { return state_.load(std::memory_order_acquire); }
   int postSend(const SendWr* wr, const SendWr** bad_wr) noexcept override;
+  int postRecv(const RecvWr* wr, const RecvWr** bad_wr) noexcept override;
   uint32_t outstanding() const noexcept override;
+  // createQp: the QP's receive queue lives in `area` (soft_recv.cc).
+  void attachRecv(DeviceState::RqArea area, uint32_t max_recv_wr);
   uint32_t maxSendWr() const noexcept override { return max_send_wr_; }
 
   Status modifyToInit() override;
@@ -428,6 +452,13 @@ class SoftQp final : public QueuePair {
                       int* gpu_device) const noexcept;
   WcStatus checkRemote(const SendWr& wr, uint64_t total, MrSnapshot* mr) const noexcept;
   WcStatus copy(const SendWr& wr, const iovec* iov, uint64_t total, const MrSnapshot& mr) noexcept;
+  // A SEND: takes the responder's oldest posted receive and places the payload there.
+  WcStatus executeSend(const SendWr& wr, const iovec* iov, uint64_t total) noexcept;
+  RqHeader* remoteRq() noexcept;
+  // Receive side (soft_recv_datapath.cc), under the device lock: the next completion of
+  // this QP's receive queue, if one is ready.
+  bool nextRecvLocked(WorkCompletion* wc) noexcept;
+  void detachRecvLocked() noexcept;
   // Either side in device memory: the driver's copies on the QP's lane (soft_gpu.h).
   WcStatus copyGpu(const SendWr& wr, const iovec* iov, const MrSnapshot& mr, int local_device,
                    WrSlot& s) noexcept;
@@ -470,6 +501,16 @@ class SoftQp final : public QueuePair {
   uint64_t transmitted_ = 0;           // visible_ns known below; device lock
   uint64_t last_visible_ = 0;          // device lock: completions stay in order
   uint64_t responder_seen_ns_ = 0;     // device lock: latest time the responder was seen up
+
+  // Receive queue (max_recv_wr_ 0: none). rq_ lies in dev_->rq_areas[slot_index_].
+  std::shared_ptr<CqCore> recv_cq_;
+  uint32_t max_recv_wr_ = 0;
+  RqHeader* rq_ = nullptr;
+  RqSlot* rq_slots_ = nullptr;
+  std::atomic<bool> recv_posting_{false};
+  std::atomic<uint64_t> rq_polled_{0};  // receives completed below; written under the device lock
+  SoftQp* rq_prev_ = nullptr;           // recv_cq_'s list, under the device lock
+  SoftQp* rq_next_ = nullptr;
 
   // Made by the first WR on device memory (the poster's), read by pollers after that.
   std::unique_ptr<GpuLane, GpuLaneDeleter> gpu_lane_;

@@ -21,7 +21,8 @@
 namespace tent::fabric::soft {
 
 inline constexpr uint64_t kControlMagic = 0x74656e74736f6674ull;  // "tentsoft"
-inline constexpr uint32_t kLayoutVersion = 3;                     // 3: GPU memory in MR entries
+// 3: GPU memory in MR entries; 4: receive queues (QpEntry.rq_*).
+inline constexpr uint32_t kLayoutVersion = 4;
 
 inline constexpr uint32_t kMrSlotBits = 16;
 inline constexpr uint32_t kMaxMrs = 1u << kMrSlotBits;  // upper bound of config max_mrs
@@ -35,6 +36,8 @@ inline constexpr uint32_t kMaxSendWr = 32768;
 inline constexpr uint32_t kMaxSge = 32;
 inline constexpr uint32_t kMaxCqDepth = 1u << 22;
 inline constexpr uint64_t kMaxMessageBytes = 1ull << 31;  // as ibv_port_attr.max_msg_sz
+inline constexpr uint32_t kMaxRecvWr = 1024;
+inline constexpr uint32_t kMaxRecvSge = 1;
 
 struct ControlHeader {
   uint64_t magic;
@@ -81,10 +84,38 @@ struct MrEntry {
   std::atomic<uint64_t> gpu_ipc[8];   // kGpuLegacyIpc: the CUipcMemHandle
 };
 
-// qp_num << 8 | QpState; 0 = no QP in this slot.
+// qp_num << 8 | QpState; 0 = no QP in this slot. rq_key: the MR (of this device)
+// over the QP's receive queue area (RqHeader + RqSlot[kMaxRecvWr]); 0 = no receive queue.
 struct QpEntry {
   std::atomic<uint64_t> word;
+  std::atomic<uint32_t> rq_key;
+  std::atomic<uint32_t> rq_reserved;
 };
+
+// A QP's receive queue, in shared memory the sender writes (an allocateMemory segment
+// of the receiver, one per QP slot, reused by the slot's later QPs). The receiver posts
+// at `posted`; the one connected sender takes the slot at `consumed` by a CAS on its
+// state word from posted to claimed, places its payload, and marks it done. The state
+// word carries the receiving QP's number, so a sender of an older QP in the slot never
+// takes a slot of a newer one.
+enum class RqState : uint32_t { kFree = 0, kPosted, kClaimed, kDone, kFlushed };
+inline uint64_t rqWord(uint32_t qp_num, RqState s) noexcept {
+  return uint64_t{qp_num} << 8 | static_cast<uint32_t>(s);
+}
+struct RqHeader {
+  alignas(64) std::atomic<uint64_t> posted;
+  alignas(64) std::atomic<uint64_t> consumed;
+};
+struct RqSlot {
+  std::atomic<uint64_t> state;  // rqWord
+  uint64_t wr_id;
+  uint64_t addr;  // the receive buffer (kMaxRecvSge = 1), in the receiver's address space
+  uint32_t length;
+  uint32_t lkey;
+  uint32_t byte_len;  // set with kDone
+  uint32_t status;    // WcStatus, set with kDone
+};
+inline constexpr size_t kRqAreaBytes = sizeof(RqHeader) + size_t{kMaxRecvWr} * sizeof(RqSlot);
 
 static_assert(std::atomic<uint64_t>::is_always_lock_free);
 static_assert(std::atomic<uint32_t>::is_always_lock_free);

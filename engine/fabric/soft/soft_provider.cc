@@ -173,12 +173,14 @@ class SoftProvider final : public Provider {
   LivenessAnchor anchor_;
 };
 
-Result<void*> SoftProvider::allocateMemory(size_t length, int numa_node) {
+}  // namespace
+
+Result<void*> ProviderCore::allocateShm(size_t length, int numa_node) {
   if (length == 0) return Status::InvalidArgument("soft: allocateMemory of 0 bytes");
   const size_t rounded = (length + kPageSize - 1) / kPageSize * kPageSize;
-  std::lock_guard<std::mutex> g(core_->mem_mutex);
-  const uint32_t id = core_->next_shm_id++;
-  const std::string path = core_->shm_dir + "/" + memoryFileName(core_->pid, core_->nonce, id);
+  std::lock_guard<std::mutex> g(mem_mutex);
+  const uint32_t id = next_shm_id++;
+  const std::string path = shm_dir + "/" + memoryFileName(pid, nonce, id);
   const int fd = open(path.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
   if (fd < 0) return Status::IoError("soft: create " + path + ": " + errnoText(errno));
   if (ftruncate(fd, static_cast<off_t>(rounded)) != 0) {
@@ -204,19 +206,19 @@ Result<void*> SoftProvider::allocateMemory(size_t length, int numa_node) {
     close(fd);
     unlink(path.c_str());
     return Status::ResourceExhausted("soft: reserve " + std::to_string(rounded) + " bytes in " +
-                                     core_->shm_dir + ": " + errnoText(err));
+                                     shm_dir + ": " + errnoText(err));
   }
   close(fd);
   // Map the pages in now, so the first transfers do not pay for it (best effort).
   madvise(addr, rounded, MADV_POPULATE_WRITE);
-  core_->allocations[reinterpret_cast<uintptr_t>(addr)] = ShmAllocation{id, rounded, path};
+  allocations[reinterpret_cast<uintptr_t>(addr)] = ShmAllocation{id, rounded, path};
   return addr;
 }
 
-Status SoftProvider::freeMemory(void* addr, size_t length) {
-  std::lock_guard<std::mutex> g(core_->mem_mutex);
-  auto it = core_->allocations.find(reinterpret_cast<uintptr_t>(addr));
-  if (it == core_->allocations.end()) {
+Status ProviderCore::freeShm(void* addr, size_t length) {
+  std::lock_guard<std::mutex> g(mem_mutex);
+  auto it = allocations.find(reinterpret_cast<uintptr_t>(addr));
+  if (it == allocations.end()) {
     return Status::InvalidArgument("soft: freeMemory of memory not from allocateMemory");
   }
   if (length > it->second.length) {
@@ -226,8 +228,18 @@ Status SoftProvider::freeMemory(void* addr, size_t length) {
   }
   munmap(addr, it->second.length);
   unlink(it->second.path.c_str());
-  core_->allocations.erase(it);
+  allocations.erase(it);
   return Status::OK();
+}
+
+namespace {
+
+Result<void*> SoftProvider::allocateMemory(size_t length, int numa_node) {
+  return core_->allocateShm(length, numa_node);
+}
+
+Status SoftProvider::freeMemory(void* addr, size_t length) {
+  return core_->freeShm(addr, length);
 }
 
 }  // namespace

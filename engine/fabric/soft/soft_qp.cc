@@ -8,16 +8,18 @@
 namespace tent::fabric::soft {
 
 SoftQp::SoftQp(std::shared_ptr<DeviceState> dev, std::shared_ptr<CqCore> cq, uint32_t slot,
-               uint32_t qp_num, const QpInitAttr& attr)
+               uint32_t qp_num, const QpInitAttr& attr, std::shared_ptr<CqCore> recv_cq)
     : dev_(std::move(dev)),
       cq_(std::move(cq)),
       slot_index_(slot),
       qp_num_(qp_num),
       max_send_wr_(attr.max_send_wr),
-      max_sge_(attr.max_sge) {
+      max_sge_(attr.max_sge),
+      recv_cq_(std::move(recv_cq)) {
   const uint64_t capacity = std::bit_ceil(uint64_t{max_send_wr_});
   slots_ = std::make_unique<WrSlot[]>(capacity);
   mask_ = capacity - 1;
+  if (recv_cq_ != nullptr) max_recv_wr_ = attr.max_recv_wr;
   dev_->view.qps[slot_index_].word.store(qpWord(qp_num_, QpState::kReset),
                                          std::memory_order_release);
 }
@@ -27,12 +29,14 @@ SoftQp::~SoftQp() {
     SpinGuard g(dev_->lock);
     if (in_port_) dev_->deactivateLocked(*this);
     if (in_cq_) cq_->removeLocked(*this);
+    detachRecvLocked();
     state_.store(QpState::kReset, std::memory_order_release);
     dev_->view.qps[slot_index_].word.store(0, std::memory_order_release);
   }
   std::lock_guard<std::mutex> g(dev_->ctrl_mutex);
   dev_->free_qps.push_back(slot_index_);
   cq_->reserved -= max_send_wr_;
+  if (recv_cq_ != nullptr) recv_cq_->reserved -= max_recv_wr_;
 }
 
 Status SoftQp::transition(QpState from, QpState to) {

@@ -45,12 +45,13 @@ struct Cqe {
   WorkCompletion wc;
   uint32_t qp_slot = 0;
   uint16_t qp_gen = 0;
-  uint32_t seq = 0;  // the WR's number on its QP, low 32 bits
+  uint32_t seq = 0;   // the WR's number on its QP, low 32 bits
+  bool recv = false;  // a receive: releases a receive-queue slot (the device's recv words)
 };
 
 class CqCore {
  public:
-  CqCore(std::shared_ptr<QpWords> words, uint32_t depth);
+  CqCore(std::shared_ptr<QpWords> words, std::shared_ptr<QpWords> recv_words, uint32_t depth);
 
   uint32_t depth() const noexcept { return depth_; }
   const QpWords* words() const noexcept { return words_.get(); }
@@ -71,6 +72,7 @@ class CqCore {
   bool retire(const Cqe& c) noexcept;  // false: its QP is gone (a stale completion)
 
   std::shared_ptr<QpWords> words_;
+  std::shared_ptr<QpWords> recv_words_;  // the same layout for receive queues
   const uint32_t depth_;
   const uint64_t mask_;
   std::unique_ptr<Cell[]> cells_;

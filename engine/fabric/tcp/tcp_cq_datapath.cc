@@ -6,7 +6,8 @@ namespace tent::fabric::tcp {
 
 bool CqCore::push(const Cqe& cqe) noexcept {
   // Counted before a poller can see the completion (the ring's release orders it).
-  (*words_)[cqe.qp_slot].fetch_add(uint64_t{1} << 32, std::memory_order_relaxed);
+  QpWords& table = cqe.recv ? *recv_words_ : *words_;
+  table[cqe.qp_slot].fetch_add(uint64_t{1} << 32, std::memory_order_relaxed);
   uint64_t pos = enqueue_.load(std::memory_order_relaxed);
   for (;;) {
     Cell& cell = cells_[pos & mask_];
@@ -19,7 +20,7 @@ bool CqCore::push(const Cqe& cqe) noexcept {
         return true;
       }
     } else if (dif < 0) {
-      (*words_)[cqe.qp_slot].fetch_sub(uint64_t{1} << 32, std::memory_order_relaxed);
+      table[cqe.qp_slot].fetch_sub(uint64_t{1} << 32, std::memory_order_relaxed);
       overflowed_.store(true, std::memory_order_release);
       return false;
     } else {
@@ -49,7 +50,7 @@ bool CqCore::pop(Cqe* out) noexcept {
 }
 
 bool CqCore::retire(const Cqe& c) noexcept {
-  std::atomic<uint64_t>& word = (*words_)[c.qp_slot];
+  std::atomic<uint64_t>& word = (c.recv ? *recv_words_ : *words_)[c.qp_slot];
   uint64_t cur = word.load(std::memory_order_acquire);
   for (;;) {
     if (QpWords::generation(cur) != c.qp_gen) return false;

@@ -37,8 +37,9 @@ class TcpMr final : public MemoryRegion {
 
 }  // namespace
 
-CqCore::CqCore(std::shared_ptr<QpWords> words, uint32_t depth)
+CqCore::CqCore(std::shared_ptr<QpWords> words, std::shared_ptr<QpWords> recv_words, uint32_t depth)
     : words_(std::move(words)),
+      recv_words_(std::move(recv_words)),
       depth_(depth),
       mask_(std::bit_ceil(uint64_t{depth}) - 1),
       cells_(std::make_unique<Cell[]>(mask_ + 1)) {
@@ -121,13 +122,25 @@ Result<std::unique_ptr<CompletionQueue>> TcpDevice::createCq(uint32_t depth) {
     return Status::InvalidArgument("tcp: CQ depth must be in [1, " + std::to_string(kMaxCqDepth) +
                                    "], got " + std::to_string(depth));
   }
-  return std::unique_ptr<CompletionQueue>(
-      std::make_unique<TcpCq>(std::make_shared<CqCore>(state_->qp_words, depth)));
+  return std::unique_ptr<CompletionQueue>(std::make_unique<TcpCq>(
+      std::make_shared<CqCore>(state_->qp_words, state_->recv_words, depth)));
 }
 
 Result<std::unique_ptr<QueuePair>> TcpDevice::createQp(const QpInitAttr& attr) {
   auto* cq = dynamic_cast<TcpCq*>(attr.send_cq);
   if (cq == nullptr) return Status::InvalidArgument("tcp: createQp needs a tcp send CQ");
+  TcpCq* rcq = nullptr;
+  if (attr.max_recv_wr != 0 || attr.recv_cq != nullptr) {
+    rcq = dynamic_cast<TcpCq*>(attr.recv_cq);
+    if (rcq == nullptr || rcq->core()->words() != state_->qp_words.get()) {
+      return Status::InvalidArgument("tcp: a receive queue needs a tcp CQ of this device");
+    }
+    if (attr.max_recv_wr == 0 || attr.max_recv_wr > kMaxRecvWr) {
+      return Status::InvalidArgument("tcp: max_recv_wr must be in [1, " +
+                                     std::to_string(kMaxRecvWr) + "], got " +
+                                     std::to_string(attr.max_recv_wr));
+    }
+  }
   if (cq->core()->words() != state_->qp_words.get()) {
     return Status::InvalidArgument("tcp: the send CQ belongs to another device");
   }
@@ -145,7 +158,16 @@ Result<std::unique_ptr<QueuePair>> TcpDevice::createQp(const QpInitAttr& attr) {
     std::lock_guard<std::mutex> g(state_->ctrl_mutex);
     CqCore& core = *cq->core();
     const uint64_t reserved = core.reserved.load(std::memory_order_acquire);
-    if (reserved + attr.max_send_wr > core.depth()) {
+    const uint64_t recv_need = rcq != nullptr ? attr.max_recv_wr : 0;
+    if (rcq != nullptr && rcq->core() != cq->core() &&
+        rcq->core()->reserved.load(std::memory_order_acquire) + recv_need > rcq->core()->depth()) {
+      return Status::ResourceExhausted("tcp " + state_->info.name + ": receive CQ depth " +
+                                       std::to_string(rcq->core()->depth()) +
+                                       " cannot hold another receive queue of " +
+                                       std::to_string(recv_need));
+    }
+    const uint64_t same_cq = rcq != nullptr && rcq->core() == cq->core() ? recv_need : 0;
+    if (reserved + attr.max_send_wr + same_cq > core.depth()) {
       return Status::ResourceExhausted(
           "tcp " + state_->info.name + ": CQ depth " + std::to_string(core.depth()) +
           " cannot hold another QP of max_send_wr " + std::to_string(attr.max_send_wr) + " (" +
@@ -161,9 +183,12 @@ Result<std::unique_ptr<QueuePair>> TcpDevice::createQp(const QpInitAttr& attr) {
     gen = static_cast<uint16_t>(state_->qp_generation[slot] % (kQpGenerations - 1) + 1);
     state_->qp_generation[slot] = gen;
     core.reserved.fetch_add(attr.max_send_wr, std::memory_order_acq_rel);
+    if (rcq != nullptr) rcq->core()->reserved.fetch_add(recv_need, std::memory_order_acq_rel);
     (*state_->qp_words)[slot].store(QpWords::make(gen, 0, 0), std::memory_order_release);
+    (*state_->recv_words)[slot].store(QpWords::make(gen, 0, 0), std::memory_order_release);
   }
-  auto core = std::make_shared<QpCore>(state_, cq->core(), slot, gen, attr);
+  auto core = std::make_shared<QpCore>(state_, cq->core(), slot, gen, attr,
+                                       rcq != nullptr ? rcq->core() : nullptr);
   return std::unique_ptr<QueuePair>(std::make_unique<TcpQp>(std::move(core)));
 }
 

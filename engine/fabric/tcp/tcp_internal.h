@@ -38,6 +38,7 @@ namespace tent::fabric::tcp {
 
 inline constexpr uint32_t kMaxSendWr = 32768;
 inline constexpr uint32_t kMaxSge = 32;
+inline constexpr uint32_t kMaxRecvWr = 32768;
 inline constexpr uint32_t kMaxDevices = 64;
 // Accepted connections that have not yet named a QP, per device (a bound against a
 // flood of idle connections).
@@ -90,9 +91,16 @@ enum class TxResult : uint8_t {
 
 enum class Role : uint8_t { kUnset, kConnector, kAcceptor };
 
+// A posted receive (one SGE).
+struct RecvSlot {
+  uint64_t wr_id = 0;
+  Sge sge;
+  uint32_t num_sge = 0;
+};
+
 struct QpCore {
   QpCore(std::shared_ptr<DeviceState> dev, std::shared_ptr<CqCore> cq, uint32_t slot, uint16_t gen,
-         const QpInitAttr& attr);
+         const QpInitAttr& attr, std::shared_ptr<CqCore> recv_cq = nullptr);
 
   WrSlot& wr(uint64_t seq) noexcept { return slots[seq & mask]; }
   Sge* sges(uint64_t seq) noexcept { return sge_pool.get() + (seq & mask) * max_sge; }
@@ -110,6 +118,18 @@ struct QpCore {
   std::atomic<QpState> state{QpState::kReset};
   std::unique_ptr<WrSlot[]> slots;
   std::unique_ptr<Sge[]> sge_pool;
+
+  // The receive queue (max_recv_wr 0: none). The receive poster writes slots and
+  // rq_posted; the service thread takes them in order (rq_taken) and pushes their
+  // completions to recv_cq; a polled one releases its slot (the device's recv_words).
+  const std::shared_ptr<CqCore> recv_cq;
+  const uint32_t max_recv_wr;
+  const uint64_t rq_mask;
+  std::unique_ptr<RecvSlot[]> rq;
+  std::atomic<bool> recv_posting{false};
+  std::atomic<uint64_t> rq_posted{0};
+  uint64_t rq_taken = 0;  // service thread
+  uint32_t rqReleased() const noexcept;
 
   // The poster.
   std::atomic<bool> posting{false};
@@ -181,7 +201,11 @@ struct Conn {
   Rx rx = Rx::kHeader;
   uint8_t hdr[kHeaderBytes] = {};
   size_t hdr_got = 0;
-  Header cur;           // the message being received
+  Header cur;  // the message being received
+  // A SEND being received: the receive it took (if any) and that receive's status.
+  bool recv_taken = false;
+  uint64_t recv_wr_id = 0;
+  WcStatus recv_status = WcStatus::kSuccess;
   uint64_t rx_off = 0;  // payload bytes of `cur` handled
   WcStatus rx_status = WcStatus::kSuccess;
   uint64_t peer_seq = 0;  // the next request number expected from the peer
@@ -200,6 +224,7 @@ class TcpQp final : public QueuePair {
   uint32_t qpNum() const noexcept override { return q_->qp_num; }
   QpState state() const noexcept override { return q_->state.load(std::memory_order_acquire); }
   int postSend(const SendWr* wr, const SendWr** bad_wr) noexcept override;
+  int postRecv(const RecvWr* wr, const RecvWr** bad_wr) noexcept override;
   uint32_t outstanding() const noexcept override;
   uint32_t maxSendWr() const noexcept override { return q_->max_send_wr; }
 
@@ -226,6 +251,7 @@ struct DeviceState {
   uint32_t retry_budget_ms = 0;
   MrTable mrs;
   std::shared_ptr<QpWords> qp_words = std::make_shared<QpWords>();
+  std::shared_ptr<QpWords> recv_words = std::make_shared<QpWords>();
 
   std::mutex ctrl_mutex;  // QP slots, CQ admission
   std::vector<uint16_t> qp_generation;
@@ -333,6 +359,9 @@ class ServiceLoop {
   bool queueResponse(QpCore& qp, Opcode op, uint64_t seq, WcStatus status, uint32_t length,
                      uint64_t addr, uint32_t key) noexcept;
   // Completes WRs in order from qp.done; true when an error completion closed the QP.
+  RxResult startSend(Conn& c) noexcept;
+  void finishReceive(Conn& c) noexcept;
+  void flushReceives(QpCore& qp) noexcept;
   bool completeInOrder(QpCore& qp) noexcept;
   void pushCqe(QpCore& qp, uint64_t seq, const WrSlot& w) noexcept;
 

@@ -9,7 +9,8 @@
 namespace tent::fabric::tcp {
 
 QpCore::QpCore(std::shared_ptr<DeviceState> device, std::shared_ptr<CqCore> send_cq,
-               uint32_t slot_index, uint16_t generation, const QpInitAttr& attr)
+               uint32_t slot_index, uint16_t generation, const QpInitAttr& attr,
+               std::shared_ptr<CqCore> receive_cq)
     : dev(std::move(device)),
       cq(std::move(send_cq)),
       slot(slot_index),
@@ -19,7 +20,11 @@ QpCore::QpCore(std::shared_ptr<DeviceState> device, std::shared_ptr<CqCore> send
       max_sge(attr.max_sge),
       mask(std::bit_ceil(uint64_t{attr.max_send_wr}) - 1),
       slots(std::make_unique<WrSlot[]>(mask + 1)),
-      sge_pool(std::make_unique<Sge[]>((mask + 1) * attr.max_sge)) {}
+      sge_pool(std::make_unique<Sge[]>((mask + 1) * attr.max_sge)),
+      recv_cq(std::move(receive_cq)),
+      max_recv_wr(recv_cq != nullptr ? attr.max_recv_wr : 0),
+      rq_mask(max_recv_wr != 0 ? std::bit_ceil(uint64_t{max_recv_wr}) - 1 : 0),
+      rq(max_recv_wr != 0 ? std::make_unique<RecvSlot[]>(rq_mask + 1) : nullptr) {}
 
 TcpQp::TcpQp(std::shared_ptr<QpCore> core) : q_(std::move(core)) {
   q_->dev->loop->attach(q_);
@@ -33,6 +38,11 @@ TcpQp::~TcpQp() {
   const uint64_t old = (*dev.qp_words)[q_->slot].exchange(0, std::memory_order_acq_rel);
   const uint32_t unpolled = QpWords::unpolled(old);
   q_->cq->reserved.fetch_sub(q_->max_send_wr - unpolled, std::memory_order_acq_rel);
+  const uint64_t rold = (*dev.recv_words)[q_->slot].exchange(0, std::memory_order_acq_rel);
+  if (q_->recv_cq != nullptr) {
+    q_->recv_cq->reserved.fetch_sub(q_->max_recv_wr - QpWords::unpolled(rold),
+                                    std::memory_order_acq_rel);
+  }
   std::lock_guard<std::mutex> g(dev.ctrl_mutex);
   dev.free_qps.push_back(q_->slot);
 }

@@ -21,6 +21,48 @@ void ServiceLoop::wake() noexcept {
   eventfd_write(evfd_, 1);
 }
 
+uint32_t QpCore::rqReleased() const noexcept {
+  return QpWords::released((*dev->recv_words)[slot].load(std::memory_order_acquire));
+}
+
+// Receives are taken by the service thread in posting order; nothing to wake: a SEND
+// arriving finds them in the ring.
+int TcpQp::postRecv(const RecvWr* wr, const RecvWr** bad_wr) noexcept {
+  QpCore& q = *q_;
+  if (q.max_recv_wr == 0 || q.state.load(std::memory_order_acquire) == QpState::kReset) {
+    if (bad_wr != nullptr) *bad_wr = wr;
+    return EINVAL;
+  }
+  if (q.recv_posting.exchange(true, std::memory_order_acquire)) {
+#ifndef NDEBUG
+    rc::abortSecondPoster("tcp (receive queue)", q.qp_num);
+#else
+    if (bad_wr != nullptr) *bad_wr = wr;
+    return EBUSY;
+#endif
+  }
+  int rc = 0;
+  uint64_t posted = q.rq_posted.load(std::memory_order_relaxed);
+  for (; wr != nullptr; wr = wr->next) {
+    if (rc::checkRecvShape(*wr, 1) != 0) {
+      rc = EINVAL;
+      break;
+    }
+    if (static_cast<uint32_t>(posted) - q.rqReleased() >= q.max_recv_wr) {
+      rc = ENOMEM;
+      break;
+    }
+    RecvSlot& s = q.rq[posted & q.rq_mask];
+    s.wr_id = wr->wr_id;
+    s.num_sge = wr->num_sge;
+    s.sge = wr->num_sge != 0 ? wr->sg_list[0] : Sge{};
+    q.rq_posted.store(++posted, std::memory_order_release);
+  }
+  q.recv_posting.store(false, std::memory_order_release);
+  if (rc != 0 && bad_wr != nullptr) *bad_wr = wr;
+  return rc;
+}
+
 uint32_t TcpQp::outstanding() const noexcept {
   const uint32_t released = q_->released();  // first: the tail only grows
   return static_cast<uint32_t>(q_->tail.load(std::memory_order_acquire)) - released;
@@ -92,11 +134,14 @@ int TcpQp::postChain(const SendWr* wr, const SendWr** bad_wr) noexcept {
     } else {
       s.length = static_cast<uint32_t>(total);
       Header h;
-      h.opcode = wr->opcode == WrOpcode::kRdmaWrite ? Opcode::kWriteReq : Opcode::kReadReq;
+      const bool send = wr->opcode == WrOpcode::kSend;
+      h.opcode = send                                 ? Opcode::kSendReq
+                 : wr->opcode == WrOpcode::kRdmaWrite ? Opcode::kWriteReq
+                                                      : Opcode::kReadReq;
       h.length = s.length;
       h.seq = tail;
-      h.remote_addr = wr->remote_addr;
-      h.rkey = wr->rkey;
+      h.remote_addr = send ? 0 : wr->remote_addr;
+      h.rkey = send ? 0 : wr->rkey;
       encodeHeader(h, s.header);
     }
     ++tail;

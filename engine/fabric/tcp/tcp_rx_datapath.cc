@@ -114,10 +114,86 @@ ServiceLoop::RxResult ServiceLoop::finishWrite(Conn& c) noexcept {
                      std::memory_order_relaxed);
   }
   c.rx = Conn::Rx::kHeader;
-  if (!queueResponse(q, Opcode::kWriteAck, c.cur.seq, c.rx_status, 0, 0, 0)) {
+  const bool send = c.cur.opcode == Opcode::kSendReq;
+  if (send && c.recv_taken) finishReceive(c);
+  if (!queueResponse(q, send ? Opcode::kSendAck : Opcode::kWriteAck, c.cur.seq, c.rx_status, 0, 0,
+                     0)) {
     return RxResult::kBroken;
   }
   return RxResult::kContinue;
+}
+
+// The receive a SEND took completes: its bytes placed, or why not.
+void ServiceLoop::finishReceive(Conn& c) noexcept {
+  QpCore& q = *c.qp;
+  if (c.rx_status != WcStatus::kSuccess && c.recv_status == WcStatus::kSuccess) {
+    c.recv_status = WcStatus::kLocalProtection;  // the buffer went away under the payload
+    c.rx_status = WcStatus::kRemoteOperation;
+  }
+  Cqe e;
+  e.wc.wr_id = c.recv_wr_id;
+  e.wc.status = c.recv_status;
+  e.wc.opcode = WrOpcode::kRecv;
+  e.wc.qp_num = q.qp_num;
+  e.wc.byte_len = c.recv_status == WcStatus::kSuccess ? c.cur.length : 0;
+  e.qp_slot = q.slot;
+  e.qp_gen = q.gen;
+  e.seq = static_cast<uint32_t>(q.rq_taken - 1);
+  e.recv = true;
+  q.recv_cq->push(e);  // false only if the CQ overflowed, which admission rules out
+  c.recv_taken = false;
+}
+
+// A SEND's header: it takes the oldest posted receive, or is refused as a receiver
+// that is not ready (no RNR retry: docs/fabric.md, "Two-sided messages").
+ServiceLoop::RxResult ServiceLoop::startSend(Conn& c) noexcept {
+  QpCore& q = *c.qp;
+  const Header& h = c.cur;
+  c.recv_taken = false;
+  c.recv_status = WcStatus::kSuccess;
+  if (q.max_recv_wr == 0 || q.rq_taken == q.rq_posted.load(std::memory_order_acquire) ||
+      q.state.load(std::memory_order_acquire) == QpState::kError) {
+    c.rx_status = WcStatus::kRnrRetryExceeded;
+  } else {
+    const RecvSlot& r = q.rq[q.rq_taken & q.rq_mask];
+    ++q.rq_taken;
+    c.recv_taken = true;
+    c.recv_wr_id = r.wr_id;
+    const uint64_t room = r.num_sge != 0 ? r.sge.length : 0;
+    rc::Region region;
+    if (h.length > room) {
+      c.recv_status = WcStatus::kLocalLength;
+    } else if (h.length != 0 && (!dev_.mrs.lookup(r.sge.lkey, &region) ||
+                                 !rc::inside(region.addr, region.length, r.sge.addr, h.length) ||
+                                 !(region.access & kAccessLocalWrite))) {
+      c.recv_status = WcStatus::kLocalProtection;
+    }
+    if (c.recv_status != WcStatus::kSuccess) c.rx_status = WcStatus::kRemoteOperation;
+    // The payload goes where a WRITE's would: the receive buffer, pinned by its lkey.
+    c.cur.remote_addr = r.sge.addr;
+    c.cur.rkey = r.sge.lkey;
+  }
+  if (h.length == 0) return finishWrite(c);
+  c.rx = c.rx_status == WcStatus::kSuccess ? Conn::Rx::kWritePayload : Conn::Rx::kDiscard;
+  return RxResult::kContinue;
+}
+
+// In ERR the receives not yet taken complete flushed, in order.
+void ServiceLoop::flushReceives(QpCore& q) noexcept {
+  const uint64_t posted = q.rq_posted.load(std::memory_order_acquire);
+  while (q.rq_taken < posted) {
+    Cqe e;
+    e.wc.wr_id = q.rq[q.rq_taken & q.rq_mask].wr_id;
+    e.wc.status = WcStatus::kFlushed;
+    e.wc.opcode = WrOpcode::kRecv;
+    e.wc.qp_num = q.qp_num;
+    e.qp_slot = q.slot;
+    e.qp_gen = q.gen;
+    e.seq = static_cast<uint32_t>(q.rq_taken);
+    e.recv = true;
+    ++q.rq_taken;
+    q.recv_cq->push(e);
+  }
 }
 
 ServiceLoop::RxResult ServiceLoop::finishRead(Conn& c) noexcept {
@@ -141,6 +217,7 @@ ServiceLoop::RxResult ServiceLoop::onHeader(Conn& c) noexcept {
     if (h.seq != c.peer_seq) return RxResult::kBroken;
     ++c.peer_seq;
     if (h.opcode == Opcode::kReadReq) return serveRead(c);
+    if (h.opcode == Opcode::kSendReq) return startSend(c);
     if (h.length == 0) return finishWrite(c);
     rc::Region r;
     const bool valid = dev_.mrs.lookup(h.rkey, &r);
@@ -155,7 +232,9 @@ ServiceLoop::RxResult ServiceLoop::onHeader(Conn& c) noexcept {
   }
   WrSlot& w = q.wr(q.done);
   if (w.final) return RxResult::kBroken;
-  const WrOpcode op = h.opcode == Opcode::kWriteAck ? WrOpcode::kRdmaWrite : WrOpcode::kRdmaRead;
+  const WrOpcode op = h.opcode == Opcode::kWriteAck  ? WrOpcode::kRdmaWrite
+                      : h.opcode == Opcode::kSendAck ? WrOpcode::kSend
+                                                     : WrOpcode::kRdmaRead;
   if (w.opcode != op) return RxResult::kBroken;
   if (h.opcode == Opcode::kReadResp && h.status == WcStatus::kSuccess) {
     if (h.length != w.length) return RxResult::kBroken;
@@ -216,7 +295,9 @@ ServiceLoop::RxResult ServiceLoop::readPayload(Conn& c) noexcept {
     c.rx_bytes += static_cast<uint64_t>(got);
     c.rx_off += static_cast<uint64_t>(got);
     if (c.rx_off < c.cur.length) return RxResult::kContinue;
-    if (c.cur.opcode == Opcode::kWriteReq) return finishWrite(c);
+    if (c.cur.opcode == Opcode::kWriteReq || c.cur.opcode == Opcode::kSendReq) {
+      return finishWrite(c);
+    }
     return finishRead(c);
   }
   iov[n++] = iovec{c.hdr, kHeaderBytes};

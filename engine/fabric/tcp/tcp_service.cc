@@ -296,6 +296,7 @@ void ServiceLoop::processQp(QpCore& q) {
     stopStream(q);
     q.error_seen = true;
     completeInOrder(q);
+    if (q.max_recv_wr != 0) flushReceives(q);
     return;
   }
   if (q.tx_abort.load(std::memory_order_acquire) && q.conn != nullptr) {
@@ -315,6 +316,9 @@ void ServiceLoop::processQp(QpCore& q) {
   if (completeInOrder(q)) {
     stopStream(q);
     completeInOrder(q);
+  }
+  if (q.max_recv_wr != 0 && q.state.load(std::memory_order_acquire) == QpState::kError) {
+    flushReceives(q);
   }
 }
 

@@ -60,7 +60,7 @@ struct Gather {
 // went away (then tx_stop or tx_abort is set and g.fault).
 bool addRequest(QpCore& q, uint64_t seq, uint64_t offset, PinSet& pins, Gather& g) noexcept {
   WrSlot& w = q.wr(seq);
-  const bool payload = w.opcode == WrOpcode::kRdmaWrite;
+  const bool payload = w.opcode == WrOpcode::kRdmaWrite || w.opcode == WrOpcode::kSend;
   if (!g.room(1 + (payload ? w.num_sge : 0))) return false;
   if (payload) {
     const Sge* s = q.sges(seq);

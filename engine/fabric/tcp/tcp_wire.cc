@@ -31,7 +31,7 @@ uint64_t get64(const uint8_t* p) noexcept {
   return v;
 }
 
-constexpr uint8_t kMaxStatus = static_cast<uint8_t>(WcStatus::kGeneral);
+constexpr uint8_t kMaxStatus = static_cast<uint8_t>(WcStatus::kRnrRetryExceeded);
 
 }  // namespace
 
@@ -51,7 +51,7 @@ ParseResult parseHeader(const uint8_t in[kHeaderBytes], uint64_t max_length, Hea
   if (get32(in + 28) != kHeaderMagic) return ParseResult::kBadMagic;
   if (in[0] != kWireVersion) return ParseResult::kBadVersion;
   const uint8_t op = in[1];
-  if (op < static_cast<uint8_t>(Opcode::kWriteReq) || op > static_cast<uint8_t>(Opcode::kReadResp))
+  if (op < static_cast<uint8_t>(Opcode::kWriteReq) || op > static_cast<uint8_t>(Opcode::kSendAck))
     return ParseResult::kBadOpcode;
   if (in[3] != 0 || in[2] > kMaxStatus) return ParseResult::kBadField;
   Header h;
@@ -68,7 +68,10 @@ ParseResult parseHeader(const uint8_t in[kHeaderBytes], uint64_t max_length, Hea
   }
   const uint64_t limit = max_length < kMaxWireLength ? max_length : kMaxWireLength;
   if (h.length > limit) return ParseResult::kBadLength;
-  if (h.opcode == Opcode::kWriteAck && h.length != 0) return ParseResult::kBadLength;
+  if ((h.opcode == Opcode::kWriteAck || h.opcode == Opcode::kSendAck) && h.length != 0)
+    return ParseResult::kBadLength;
+  if (h.opcode == Opcode::kSendReq && (h.remote_addr != 0 || h.rkey != 0))
+    return ParseResult::kBadField;
   if (h.opcode == Opcode::kReadResp && h.status != WcStatus::kSuccess && h.length != 0)
     return ParseResult::kBadLength;
   *out = h;

@@ -9,6 +9,9 @@
 //   READ_REQ   requester -> responder  header only; `length` bytes wanted from remote_addr
 //   WRITE_ACK  responder -> requester  header only; status of the WRITE with that seq
 //   READ_RESP  responder -> requester  header (+ `length` payload bytes when status is 0)
+//   SEND_REQ   requester -> responder  header + payload, placed in the oldest posted receive
+//   SEND_ACK   responder -> requester  header only; status of the SEND (receiver not ready:
+//                                      kRnrRetryExceeded)
 //
 // Every WR gets exactly one response, in the order of the requests, so `seq` (the
 // requester's WR number on its QP, counted from 0) must be the next one expected on
@@ -37,6 +40,10 @@ enum class Opcode : uint8_t {
   kReadReq = 2,
   kWriteAck = 3,
   kReadResp = 4,
+  // Added without a version change: only a peer that posted receives (a notify QP, a
+  // capability its engine advertised) is ever sent one.
+  kSendReq = 5,
+  kSendAck = 6,
 };
 
 struct Header {
@@ -58,11 +65,11 @@ enum class ParseResult : uint8_t {
 };
 
 inline constexpr bool isRequest(Opcode op) noexcept {
-  return op == Opcode::kWriteReq || op == Opcode::kReadReq;
+  return op == Opcode::kWriteReq || op == Opcode::kReadReq || op == Opcode::kSendReq;
 }
 // Payload bytes that follow this header on the stream.
 inline constexpr uint64_t payloadBytes(const Header& h) noexcept {
-  if (h.opcode == Opcode::kWriteReq) return h.length;
+  if (h.opcode == Opcode::kWriteReq || h.opcode == Opcode::kSendReq) return h.length;
   if (h.opcode == Opcode::kReadResp && h.status == WcStatus::kSuccess) return h.length;
   return 0;
 }

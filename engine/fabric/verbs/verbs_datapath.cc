@@ -20,11 +20,14 @@ WcStatus toWcStatus(ibv_wc_status status) noexcept {
     case IBV_WC_REM_ACCESS_ERR:
       return WcStatus::kRemoteAccess;
     case IBV_WC_REM_OP_ERR:
+    case IBV_WC_REM_INV_REQ_ERR:  // e.g. a SEND longer than the posted receive
       return WcStatus::kRemoteOperation;
     case IBV_WC_RETRY_EXC_ERR:
       return WcStatus::kRetryExceeded;
     case IBV_WC_WR_FLUSH_ERR:
       return WcStatus::kFlushed;
+    case IBV_WC_RNR_RETRY_EXC_ERR:
+      return WcStatus::kRnrRetryExceeded;
     default:
       return WcStatus::kGeneral;
   }
@@ -58,7 +61,9 @@ uint64_t VerbsQp::fillWr(const SendWr& wr, uint64_t seq, ibv_send_wr* out, ibv_s
   out->wr_id = (uint64_t{cq_index_} << kWrIdIndexShift) | (seq & kWrIdSeqMask);
   out->sg_list = wr.num_sge ? sges : nullptr;
   out->num_sge = static_cast<int>(wr.num_sge);
-  out->opcode = wr.opcode == WrOpcode::kRdmaRead ? IBV_WR_RDMA_READ : IBV_WR_RDMA_WRITE;
+  out->opcode = wr.opcode == WrOpcode::kRdmaRead ? IBV_WR_RDMA_READ
+                : wr.opcode == WrOpcode::kSend   ? IBV_WR_SEND
+                                                 : IBV_WR_RDMA_WRITE;
   out->send_flags = wr.signaled ? IBV_SEND_SIGNALED : 0;
   out->wr.rdma.remote_addr = wr.remote_addr;
   out->wr.rdma.rkey = wr.rkey;
@@ -108,7 +113,8 @@ int VerbsQp::postChain(const SendWr* wr, const SendWr** bad_wr) noexcept {
     int used_sges = 0;
     int error = 0;
     for (; wr != nullptr && n < kPostChunkWrs; wr = wr->next) {
-      if (wr->num_sge > max_sge_ || (wr->num_sge > 0 && wr->sg_list == nullptr)) {
+      if (wr->num_sge > max_sge_ || (wr->num_sge > 0 && wr->sg_list == nullptr) ||
+          wr->opcode == WrOpcode::kRecv) {
         error = EINVAL;
         break;
       }
@@ -144,6 +150,69 @@ int VerbsQp::postChain(const SendWr* wr, const SendWr** bad_wr) noexcept {
   return 0;
 }
 
+// Receives: one poster at a time (the QP's owner), posted in chunks on the stack.
+int VerbsQp::postRecv(const RecvWr* wr, const RecvWr** bad_wr) noexcept {
+  if (max_recv_wr_ == 0 || state_.load(std::memory_order_acquire) == QpState::kReset) {
+    *bad_wr = wr;
+    return EINVAL;
+  }
+  ibv_recv_wr wrs[kRecvChunkWrs];
+  ibv_sge sges[kRecvChunkWrs];
+  const RecvWr* sources[kRecvChunkWrs];
+  uint64_t seq = recv_posted_.load(std::memory_order_relaxed);
+  while (wr != nullptr) {
+    int n = 0;
+    int error = 0;
+    for (; wr != nullptr && n < kRecvChunkWrs; wr = wr->next) {
+      if (wr->num_sge > 1 || (wr->num_sge > 0 && wr->sg_list == nullptr)) {
+        error = EINVAL;
+        break;
+      }
+      if (seq + n - recv_retired_.load(std::memory_order_acquire) >= max_recv_wr_) {
+        error = ENOMEM;
+        break;
+      }
+      recv_wr_ids_[(seq + n) & recv_mask_] = wr->wr_id;
+      wrs[n] = ibv_recv_wr{};
+      wrs[n].wr_id =
+          kWrIdRecvFlag | (uint64_t{recv_index_} << kWrIdIndexShift) | ((seq + n) & kWrIdSeqMask);
+      if (wr->num_sge == 1) {
+        sges[n] = ibv_sge{wr->sg_list[0].addr, wr->sg_list[0].length, wr->sg_list[0].lkey};
+        wrs[n].sg_list = &sges[n];
+        wrs[n].num_sge = 1;
+      }
+      if (n > 0) wrs[n - 1].next = &wrs[n];
+      sources[n] = wr;
+      ++n;
+    }
+    if (n > 0) {
+      ibv_recv_wr* ibv_bad = nullptr;
+      const int rc = ops_.post_recv(qp_, wrs, &ibv_bad);
+      if (rc != 0) {
+        const ptrdiff_t posted = (ibv_bad >= wrs && ibv_bad < wrs + n) ? ibv_bad - wrs : 0;
+        recv_posted_.store(seq + posted, std::memory_order_release);
+        *bad_wr = sources[posted];
+        return rc;
+      }
+      seq += n;
+      recv_posted_.store(seq, std::memory_order_release);
+    }
+    if (error != 0) {
+      *bad_wr = wr;
+      return error;
+    }
+  }
+  return 0;
+}
+
+uint64_t VerbsQp::takeRecv(uint64_t seq48) noexcept {
+  const uint64_t posted = recv_posted_.load(std::memory_order_acquire);
+  const uint64_t seq = posted - (((posted & kWrIdSeqMask) - seq48) & kWrIdSeqMask);
+  const uint64_t wr_id = recv_wr_ids_[seq & recv_mask_];
+  recv_retired_.store(seq + 1, std::memory_order_release);  // receives complete in order
+  return wr_id;
+}
+
 // ---- completions --------------------------------------------------------------
 
 // Retires every WR up to and including `seq48` (unsignaled ones before it too).
@@ -160,10 +229,21 @@ void VerbsQp::retire(uint64_t seq48) noexcept {
 }
 
 bool VerbsCq::translate(const ibv_wc& in, WorkCompletion* out) noexcept {
+  const bool recv = (in.wr_id & kWrIdRecvFlag) != 0;
   uint32_t index = static_cast<uint32_t>(in.wr_id >> kWrIdIndexShift);
   VerbsQp* qp = index < qp_capacity_ ? qps_[index].load(std::memory_order_acquire) : nullptr;
   if (qp == nullptr) return false;  // a QP destroyed with completions in flight
   uint64_t seq48 = in.wr_id & kWrIdSeqMask;
+  if (recv) {
+    out->wr_id = qp->takeRecv(seq48);
+    out->opcode = WrOpcode::kRecv;
+    out->status = toWcStatus(in.status);
+    out->byte_len = out->status == WcStatus::kSuccess ? in.byte_len : 0;
+    out->qp_num = in.qp_num;
+    out->vendor_err = in.vendor_err;
+    if (out->status != WcStatus::kSuccess && out->status != WcStatus::kFlushed) qp->markError();
+    return true;
+  }
   const VerbsQp::Slot& slot = qp->slotOf(seq48);
   out->wr_id = slot.wr_id;
   out->opcode = slot.opcode;  // ibv_wc.opcode is undefined for error completions

@@ -299,19 +299,34 @@ Result<std::unique_ptr<QueuePair>> VerbsDevice::createQp(const QpInitAttr& attr)
                                    std::to_string(attr.max_sge) + " outside [1, " +
                                    std::to_string(max_sge_limit) + "]");
   }
+  VerbsCq* recv_cq = nullptr;
+  if (attr.max_recv_wr != 0 || attr.recv_cq != nullptr) {
+    recv_cq = dynamic_cast<VerbsCq*>(attr.recv_cq);
+    if (recv_cq == nullptr || &recv_cq->device() != this) {
+      return Status::InvalidArgument("verbs " + info_.name +
+                                     ": a receive queue needs a CQ of this device");
+    }
+    if (attr.max_recv_wr == 0 || attr.max_recv_wr > max_wr_limit) {
+      return Status::InvalidArgument("verbs " + info_.name + ": max_recv_wr " +
+                                     std::to_string(attr.max_recv_wr) + " outside [1, " +
+                                     std::to_string(max_wr_limit) + "]");
+    }
+  }
   ibv_qp_init_attr init{};
   init.send_cq = cq->raw();
-  init.recv_cq = cq->raw();  // required; RDMA WRITE/READ never complete receives
+  // Required even without receives: RDMA WRITE/READ never complete receives.
+  init.recv_cq = recv_cq != nullptr ? recv_cq->raw() : cq->raw();
   init.qp_type = IBV_QPT_RC;
   init.sq_sig_all = 0;
   init.cap.max_send_wr = attr.max_send_wr;
   init.cap.max_send_sge = attr.max_sge;
-  init.cap.max_recv_wr = 1;
+  init.cap.max_recv_wr = recv_cq != nullptr ? attr.max_recv_wr : 1;
   init.cap.max_recv_sge = 1;
   ibv_qp* raw = ops_.create_qp(pd_, &init);
   if (raw == nullptr)
     return Status::IoError("verbs " + info_.name + ": create_qp failed: " + errnoText(errno));
-  auto qp = std::make_unique<VerbsQp>(*this, *cq, raw, attr.max_send_wr, attr.max_sge);
+  auto qp = std::make_unique<VerbsQp>(*this, *cq, raw, attr.max_send_wr, attr.max_sge, recv_cq,
+                                      attr.max_recv_wr);
   TENT_RETURN_IF_ERROR(qp->attachToCq());  // destroys the QP on failure
   return std::unique_ptr<QueuePair>(std::move(qp));
 }

@@ -1,8 +1,9 @@
 // The verbs provider's objects (private to engine/fabric/verbs and its tests).
 //
 // Completion bookkeeping: every WR we hand to the NIC carries our own ibv wr_id,
-//   bits 63..48: the QP's index in its send CQ's QP table,
-//   bits 47..0 : the QP's post sequence number (modulo 2^48),
+//   bits 63..48: the QP's index in that CQ's QP table,
+//   bit  47    : 1 for a receive (postRecv), 0 for a send,
+//   bits 46..0 : the QP's post sequence number on that queue (modulo 2^47),
 // and the caller's wr_id, opcode and length wait in the QP's slot for that
 // sequence. A completion therefore finds its QP and SendWr in O(1), gets a valid
 // opcode even for flush errors (where ibv_wc.opcode is undefined), and retires
@@ -34,14 +35,16 @@
 namespace tent::fabric::verbs {
 
 inline constexpr int kWrIdIndexShift = 48;
-inline constexpr uint64_t kWrIdSeqMask = (uint64_t{1} << kWrIdIndexShift) - 1;
+inline constexpr uint64_t kWrIdRecvFlag = uint64_t{1} << 47;
+inline constexpr uint64_t kWrIdSeqMask = kWrIdRecvFlag - 1;
 inline constexpr uint32_t kMaxQpsPerCq = 1u << 16;
 inline constexpr int kPostChunkWrs = 32;  // ibv_send_wr built on the stack per post call
 inline constexpr int kPostChunkSges = 64;
 inline constexpr uint32_t kMaxSgePerWr = kPostChunkSges;
 inline constexpr int kPollChunk = 32;  // ibv_wc read per poll call
 inline constexpr uint8_t kHopLimit = 64;
-inline constexpr uint8_t kMinRnrTimer = 12;   // 0.64 ms; RDMA WRITE/READ never need an RQ WR
+inline constexpr uint8_t kMinRnrTimer = 12;   // 0.64 ms; only SENDs (notify QPs) need RQ WRs
+inline constexpr int kRecvChunkWrs = 16;      // ibv_recv_wr built on the stack per post call
 inline constexpr uint32_t kInitialSqPsn = 0;  // see modifyToRts()
 
 // ---- pure helpers -------------------------------------------------------------
@@ -126,7 +129,8 @@ class VerbsQp final : public QueuePair {
     WrOpcode opcode = WrOpcode::kRdmaWrite;
   };
 
-  VerbsQp(VerbsDevice& device, VerbsCq& cq, ibv_qp* qp, uint32_t max_send_wr, uint32_t max_sge);
+  VerbsQp(VerbsDevice& device, VerbsCq& cq, ibv_qp* qp, uint32_t max_send_wr, uint32_t max_sge,
+          VerbsCq* recv_cq = nullptr, uint32_t max_recv_wr = 0);
   ~VerbsQp() override;
   VerbsQp(const VerbsQp&) = delete;
   VerbsQp& operator=(const VerbsQp&) = delete;
@@ -135,6 +139,7 @@ class VerbsQp final : public QueuePair {
   uint32_t qpNum() const noexcept override { return qp_->qp_num; }
   QpState state() const noexcept override { return state_.load(std::memory_order_acquire); }
   int postSend(const SendWr* wr, const SendWr** bad_wr) noexcept override;
+  int postRecv(const RecvWr* wr, const RecvWr** bad_wr) noexcept override;
   uint32_t outstanding() const noexcept override;
   uint32_t maxSendWr() const noexcept override { return max_send_wr_; }
 
@@ -146,6 +151,8 @@ class VerbsQp final : public QueuePair {
   // Completion side (called by VerbsCq::poll, any thread).
   const Slot& slotOf(uint64_t seq48) const noexcept { return slots_[seq48 & slot_mask_]; }
   void retire(uint64_t seq48) noexcept;
+  // Receives complete in posting order: the caller's wr_id of receive `seq48`, retired.
+  uint64_t takeRecv(uint64_t seq48) noexcept;
   void markError() noexcept { state_.store(QpState::kError, std::memory_order_release); }
 
  private:
@@ -169,6 +176,15 @@ class VerbsQp final : public QueuePair {
   alignas(64) std::atomic<uint64_t> retired_{0};
   uint64_t slot_mask_;
   std::unique_ptr<Slot[]> slots_;
+  // Receive queue (max_recv_wr_ 0: none).
+  VerbsCq* recv_cq_ = nullptr;
+  uint32_t max_recv_wr_ = 0;
+  uint32_t recv_index_ = 0;
+  bool recv_attached_ = false;
+  alignas(64) std::atomic<uint64_t> recv_posted_{0};
+  alignas(64) std::atomic<uint64_t> recv_retired_{0};
+  uint64_t recv_mask_ = 0;
+  std::unique_ptr<uint64_t[]> recv_wr_ids_;
 };
 
 class VerbsDevice final : public Device {

@@ -45,6 +45,9 @@ VerbsOps makeRealOps() noexcept {
   ops.post_send = [](ibv_qp* qp, ibv_send_wr* wr, ibv_send_wr** bad) {
     return ibv_post_send(qp, wr, bad);
   };
+  ops.post_recv = [](ibv_qp* qp, ibv_recv_wr* wr, ibv_recv_wr** bad) {
+    return ibv_post_recv(qp, wr, bad);
+  };
   ops.poll_cq = [](ibv_cq* cq, int n, ibv_wc* wc) { return ibv_poll_cq(cq, n, wc); };
   return ops;
 }

@@ -47,6 +47,7 @@ struct VerbsOps {
   int (*modify_qp)(ibv_qp* qp, ibv_qp_attr* attr, int attr_mask);
   // Hot path.
   int (*post_send)(ibv_qp* qp, ibv_send_wr* wr, ibv_send_wr** bad_wr);
+  int (*post_recv)(ibv_qp* qp, ibv_recv_wr* wr, ibv_recv_wr** bad_wr);
   int (*poll_cq)(ibv_cq* cq, int num_entries, ibv_wc* wc);
 };
 

@@ -86,7 +86,7 @@ void VerbsCq::detach(uint32_t index, uint32_t max_send_wr) {
 // ---- QP -----------------------------------------------------------------------
 
 VerbsQp::VerbsQp(VerbsDevice& device, VerbsCq& cq, ibv_qp* qp, uint32_t max_send_wr,
-                 uint32_t max_sge)
+                 uint32_t max_sge, VerbsCq* recv_cq, uint32_t max_recv_wr)
     : device_(device),
       ops_(device.ops()),
       cq_(cq),
@@ -94,11 +94,22 @@ VerbsQp::VerbsQp(VerbsDevice& device, VerbsCq& cq, ibv_qp* qp, uint32_t max_send
       max_send_wr_(max_send_wr),
       max_sge_(max_sge),
       slot_mask_(std::bit_ceil(uint64_t{max_send_wr}) - 1),
-      slots_(new Slot[slot_mask_ + 1]) {}
+      slots_(new Slot[slot_mask_ + 1]),
+      recv_cq_(recv_cq),
+      max_recv_wr_(recv_cq != nullptr ? max_recv_wr : 0) {
+  if (max_recv_wr_ != 0) {
+    recv_mask_ = std::bit_ceil(uint64_t{max_recv_wr_}) - 1;
+    recv_wr_ids_.reset(new uint64_t[recv_mask_ + 1]);
+  }
+}
 
 Status VerbsQp::attachToCq() {
   TENT_ASSIGN_OR_RETURN(cq_index_, cq_.attach(this, max_send_wr_));
   attached_ = true;
+  if (max_recv_wr_ != 0) {
+    TENT_ASSIGN_OR_RETURN(recv_index_, recv_cq_->attach(this, max_recv_wr_));
+    recv_attached_ = true;
+  }
   return Status::OK();
 }
 
@@ -110,6 +121,7 @@ VerbsQp::~VerbsQp() {
     TENT_WARN(kFabric, "verbs %s: destroy_qp failed: %s", device_.name().c_str(),
               errnoText(rc).c_str());
   if (attached_) cq_.detach(cq_index_, max_send_wr_);
+  if (recv_attached_) recv_cq_->detach(recv_index_, max_recv_wr_);
 }
 
 Status VerbsQp::modify(ibv_qp_attr& attr, int mask, QpState from, QpState to) {
@@ -117,12 +129,14 @@ Status VerbsQp::modify(ibv_qp_attr& attr, int mask, QpState from, QpState to) {
   if (now != from) {
     return Status::FailedPrecondition("verbs " + device_.name() + " qp " + std::to_string(qpNum()) +
                                       ": modify to " + std::string(toString(to)) + " needs state " +
-                                      std::string(toString(from)) + ", QP is in " + std::string(toString(now)));
+                                      std::string(toString(from)) + ", QP is in " +
+                                      std::string(toString(now)));
   }
   int rc = ops_.modify_qp(qp_, &attr, mask);
   if (rc != 0) {
     return Status::IoError("verbs " + device_.name() + " qp " + std::to_string(qpNum()) +
-                           ": modify to " + std::string(toString(to)) + " failed: " + errnoText(rc));
+                           ": modify to " + std::string(toString(to)) +
+                           " failed: " + errnoText(rc));
   }
   state_.store(to, std::memory_order_release);
   return Status::OK();

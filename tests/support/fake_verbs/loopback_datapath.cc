@@ -62,7 +62,9 @@ int Qp::post(ibv_send_wr* wr, ibv_send_wr** bad) noexcept {
 int Qp::acceptLocked(const ibv_send_wr& wr) noexcept {
   ibv_qp_state s = state_.load(std::memory_order_relaxed);
   if (s != IBV_QPS_RTS && s != IBV_QPS_ERR) return EINVAL;
-  if (wr.opcode != IBV_WR_RDMA_WRITE && wr.opcode != IBV_WR_RDMA_READ) return EINVAL;
+  if (wr.opcode != IBV_WR_RDMA_WRITE && wr.opcode != IBV_WR_RDMA_READ && wr.opcode != IBV_WR_SEND) {
+    return EINVAL;
+  }
   if (wr.num_sge < 0 || wr.num_sge > max_sge || (wr.num_sge > 0 && wr.sg_list == nullptr))
     return EINVAL;
   if (wr.send_flags & IBV_SEND_INLINE) return EINVAL;  // max_inline_data is 0
@@ -105,7 +107,10 @@ void Qp::progressLocked() noexcept {
     }
     stalled_ = false;
     completeLocked(w, status);
-    if (status != IBV_WC_SUCCESS) setStateLocked(IBV_QPS_ERR);
+    if (status != IBV_WC_SUCCESS) {
+      setStateLocked(IBV_QPS_ERR);
+      flushReceives();
+    }
   }
   stalled_ = false;
   setWantsServiceLocked(false);
@@ -144,6 +149,16 @@ bool Qp::executeLocked(const Wqe& w, ibv_wc_status* status) noexcept {
   if (*status != IBV_WC_SUCCESS) return true;
   Qp* r = responderLocked();
   if (r == nullptr) return false;
+  if (w.opcode == IBV_WR_SEND) {
+    // The fake retries no RNR: a SEND without a posted receive fails at once, as a
+    // NIC does once rnr_retry runs out (the provider's users keep credits).
+    *status = r->receive(fabric, w);
+    if (*status == IBV_WC_SUCCESS) {
+      device.countTraffic(w.length, 0);
+      r->device.countTraffic(0, w.length);
+    }
+    return true;
+  }
   const bool read = w.opcode == IBV_WR_RDMA_READ;
   if (w.length > 0) {  // a zero-length RDMA carries no R_Key check
     const int need = read ? IBV_ACCESS_REMOTE_READ : IBV_ACCESS_REMOTE_WRITE;
@@ -189,9 +204,10 @@ void Qp::completeLocked(const Wqe& w, ibv_wc_status status) noexcept {
   wc.status = status;
   wc.qp_num = qpn;
   wc.vendor_err = vendorErr(status);
-  wc.opcode = status != IBV_WC_SUCCESS ? kUndefinedOpcode
-              : read                   ? IBV_WC_RDMA_READ
-                                       : IBV_WC_RDMA_WRITE;
+  wc.opcode = status != IBV_WC_SUCCESS  ? kUndefinedOpcode
+              : read                    ? IBV_WC_RDMA_READ
+              : w.opcode == IBV_WR_SEND ? IBV_WC_SEND
+                                        : IBV_WC_RDMA_WRITE;
   wc.byte_len = status == IBV_WC_SUCCESS && read ? static_cast<uint32_t>(w.length) : 0;
   send_cq.push(wc, this, seq);
 }
@@ -204,6 +220,91 @@ void Qp::setWantsServiceLocked(bool wanted) noexcept {
 void Qp::service() noexcept {
   std::lock_guard<std::mutex> lock(mu_);
   if (!destroyed_) progressLocked();
+}
+
+// ---- receive queue ------------------------------------------------------------------
+
+int Qp::postRecv(ibv_recv_wr* wr, ibv_recv_wr** bad) noexcept {
+  const ibv_qp_state s = state_.load(std::memory_order_acquire);
+  bool flush = false;
+  int rc = 0;
+  {
+    std::lock_guard<std::mutex> lock(rq_mu_);
+    for (; wr != nullptr; wr = wr->next) {
+      if (s == IBV_QPS_RESET || wr->num_sge < 0 || wr->num_sge > 1 ||
+          (wr->num_sge > 0 && wr->sg_list == nullptr)) {
+        rc = EINVAL;
+        break;
+      }
+      if (rq_count_ >= max_recv_wr) {
+        rc = ENOMEM;
+        break;
+      }
+      Rqe& e = rq_[(rq_head_ + rq_count_) % max_recv_wr];
+      e.wr_id = wr->wr_id;
+      e.num_sge = wr->num_sge;
+      e.sge = wr->num_sge ? wr->sg_list[0] : ibv_sge{};
+      ++rq_count_;
+    }
+    flush = s == IBV_QPS_ERR;
+  }
+  if (rc != 0) *bad = wr;
+  if (flush) flushReceives();  // a QP in ERR completes receives at once, flushed
+  return rc;
+}
+
+ibv_wc_status Qp::receive(const Fabric& f, const Wqe& w) noexcept {
+  std::lock_guard<std::mutex> lock(rq_mu_);
+  if (rq_count_ == 0) return IBV_WC_RNR_RETRY_EXC_ERR;
+  const Rqe e = rq_[rq_head_];
+  rq_head_ = (rq_head_ + 1) % max_recv_wr;
+  --rq_count_;
+  ibv_wc wc{};
+  wc.wr_id = e.wr_id;
+  wc.qp_num = qpn;
+  wc.opcode = IBV_WC_RECV;
+  wc.status = IBV_WC_SUCCESS;
+  ibv_wc_status sender = IBV_WC_SUCCESS;
+  const uint64_t room = e.num_sge ? e.sge.length : 0;
+  const Mr* mr = e.num_sge ? f.findMr(device, e.sge.lkey) : nullptr;
+  if (w.length > room) {
+    wc.status = IBV_WC_LOC_LEN_ERR;
+    sender = IBV_WC_REM_INV_REQ_ERR;
+  } else if (w.length > 0 &&
+             (mr == nullptr || mr->handle.ibv.lkey != e.sge.lkey || mr->pd != &pd ||
+              !mr->covers(e.sge.addr, w.length) || !(mr->access & IBV_ACCESS_LOCAL_WRITE))) {
+    wc.status = IBV_WC_LOC_PROT_ERR;
+    sender = IBV_WC_REM_OP_ERR;
+  } else {
+    uint64_t at = e.sge.addr;
+    for (int i = 0; i < w.num_sge; ++i) {
+      const uint32_t len = w.sges[i].length;
+      if (len != 0)
+        std::memmove(reinterpret_cast<void*>(at), reinterpret_cast<void*>(w.sges[i].addr), len);
+      at += len;
+    }
+    wc.byte_len = static_cast<uint32_t>(w.length);
+  }
+  wc.vendor_err = vendorErr(wc.status);
+  recv_cq.push(wc, this, 0, /*recv=*/true);
+  return sender;
+}
+
+void Qp::flushReceives() noexcept {
+  std::lock_guard<std::mutex> lock(rq_mu_);
+  while (rq_count_ > 0) {
+    const Rqe& e = rq_[rq_head_];
+    ibv_wc wc{};
+    wc.wr_id = e.wr_id;
+    wc.qp_num = qpn;
+    wc.opcode = kUndefinedOpcode;
+    wc.status = IBV_WC_WR_FLUSH_ERR;
+    wc.vendor_err = vendorErr(wc.status);
+    recv_cq.push(wc, this, 0, /*recv=*/true);
+    fabric.counters.flushed.fetch_add(1, std::memory_order_relaxed);
+    rq_head_ = (rq_head_ + 1) % max_recv_wr;
+    --rq_count_;
+  }
 }
 
 // ---- CQ -------------------------------------------------------------------------
@@ -219,13 +320,13 @@ Cq::Cq(Device& d, ibv_context* context, int cqe, void* cq_context)
 // A full CQ is an overflow: the CQ goes to error (poll_cq fails from then on) and
 // the contract break is reported, since the provider's admission should make it
 // impossible.
-void Cq::push(const ibv_wc& wc, Qp* qp, uint64_t seq) noexcept {
+void Cq::push(const ibv_wc& wc, Qp* qp, uint64_t seq, bool recv) noexcept {
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (overflowed_) return;
     if (count_ < depth) {
       uint32_t at = head_ + count_;
-      ring_[at >= depth ? at - depth : at] = {wc, qp, seq};
+      ring_[at >= depth ? at - depth : at] = {wc, qp, seq, recv};
       ++count_;
       return;
     }
@@ -247,7 +348,7 @@ int Cq::poll(int max, ibv_wc* out) noexcept {
   while (n < max && count_ > 0) {
     Cqe& e = ring_[head_];
     out[n++] = e.wc;
-    e.qp->retire(e.seq + 1);  // its slot and every earlier one (unsignaled WRs) are free
+    if (!e.recv) e.qp->retire(e.seq + 1);  // its slot and every earlier one are free
     head_ = head_ + 1 == depth ? 0 : head_ + 1;
     --count_;
   }
@@ -314,6 +415,11 @@ size_t Cq::users() {
 int postSend(ibv_qp* ibv, ibv_send_wr* wr, ibv_send_wr** bad) {
   Qp* qp = selfOf<Qp>(ibv);
   return qp ? qp->post(wr, bad) : EINVAL;
+}
+
+int postRecv(ibv_qp* ibv, ibv_recv_wr* wr, ibv_recv_wr** bad) {
+  Qp* qp = selfOf<Qp>(ibv);
+  return qp ? qp->postRecv(wr, bad) : EINVAL;
 }
 
 int pollCq(ibv_cq* ibv, int num, ibv_wc* wc) {

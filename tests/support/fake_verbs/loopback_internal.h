@@ -8,7 +8,8 @@
 //   2. Fabric::tables      - MR keys and QP numbers; shared on the datapath and held
 //                            across the copy, so deregistering or destroying waits
 //                            for the DMA in flight, as on a NIC;
-//   3. a CQ's mutex        - its ring of CQEs and its attached QPs.
+//   3. a responder QP's rq_mu - its receive queue (a SEND takes a posted receive);
+//   4. a CQ's mutex        - its ring of CQEs and its attached QPs.
 // What a requester reads of a responder QP (state, peer, PSN, access flags) is
 // atomic, so no post ever takes a second QP's mutex.
 #pragma once
@@ -106,8 +107,16 @@ struct Wqe {
 
 struct Cqe {
   ibv_wc wc{};
-  Qp* qp = nullptr;  // valid while the CQE is queued: destroying a QP removes its CQEs
-  uint64_t seq = 0;  // the WR's position in its QP's send queue
+  Qp* qp = nullptr;   // valid while the CQE is queued: destroying a QP removes its CQEs
+  uint64_t seq = 0;   // the WR's position in its QP's send queue
+  bool recv = false;  // a receive's CQE: frees no send-queue slot
+};
+
+// A posted receive.
+struct Rqe {
+  uint64_t wr_id = 0;
+  int num_sge = 0;
+  ibv_sge sge{};  // max_recv_sge 1
 };
 
 class Cq {
@@ -119,7 +128,7 @@ class Cq {
   std::atomic<int> recv_users{0};
 
   // Datapath.
-  void push(const ibv_wc& wc, Qp* qp, uint64_t seq) noexcept;
+  void push(const ibv_wc& wc, Qp* qp, uint64_t seq, bool recv = false) noexcept;
   int poll(int max, ibv_wc* out) noexcept;
   void serviceWanted(bool wanted) noexcept;
 
@@ -158,6 +167,11 @@ class Qp {
   const bool sig_all;
 
   int post(ibv_send_wr* wr, ibv_send_wr** bad) noexcept;
+  int postRecv(ibv_recv_wr* wr, ibv_recv_wr** bad) noexcept;
+  // Responder side of a SEND from another QP (tables held shared): takes the oldest
+  // posted receive and places `w`'s payload there; the sender's status.
+  ibv_wc_status receive(const Fabric& fabric, const Wqe& w) noexcept;
+  const uint32_t max_recv_wr;
   int modify(const ibv_qp_attr& attr, int mask);
   void markDestroyed();
   // From a poll of the send CQ: runs the retry timer of a WR waiting for its responder.
@@ -185,6 +199,7 @@ class Qp {
   int checkAttrsLocked(const ibv_qp_attr& attr, int mask) const noexcept;
   void applyAvLocked(const ibv_ah_attr& av);
   void resetLocked();
+  void flushReceives() noexcept;  // in ERR: every posted receive completes flushed
   uint64_t retryBudgetNs() const noexcept;
   Wqe& slot(uint64_t seq) noexcept { return sq_[seq % max_send_wr]; }
 
@@ -211,6 +226,11 @@ class Qp {
   bool stalled_ = false;
   uint64_t stall_deadline_ = 0;
   bool destroyed_ = false;
+  // The receive queue, a ring of max_recv_wr under rq_mu_ (a leaf below `tables`).
+  std::mutex rq_mu_;
+  std::unique_ptr<Rqe[]> rq_;
+  uint32_t rq_head_ = 0;
+  uint32_t rq_count_ = 0;
 };
 
 struct FabricCounters {

@@ -192,8 +192,8 @@ int destroyCq(ibv_cq* ibv) {
 bool validCaps(const Device& d, const ibv_qp_cap& cap) {
   return cap.max_send_wr >= 1 && cap.max_send_wr <= static_cast<uint32_t>(d.attr.max_qp_wr) &&
          cap.max_recv_wr <= static_cast<uint32_t>(d.attr.max_qp_wr) &&
-         cap.max_send_sge <= static_cast<uint32_t>(d.attr.max_sge) &&
-         cap.max_recv_sge <= static_cast<uint32_t>(d.attr.max_sge) && cap.max_inline_data == 0;
+         cap.max_send_sge <= static_cast<uint32_t>(d.attr.max_sge) && cap.max_recv_sge <= 1 &&
+         cap.max_inline_data == 0;  // the fake takes one receive SGE
 }
 
 ibv_qp* createQp(ibv_pd* ibv, ibv_qp_init_attr* init) {
@@ -238,6 +238,7 @@ int destroyQp(ibv_qp* ibv) {
   }
   qp->markDestroyed();
   qp->send_cq.detach(qp);
+  if (&qp->recv_cq != &qp->send_cq) qp->recv_cq.dropCqesOf(qp);
   qp->recv_cq.recv_users.fetch_sub(1);
   qp->pd.users.fetch_sub(1);
   f.counters.qps.fetch_sub(1);
@@ -248,6 +249,7 @@ int destroyQp(ibv_qp* ibv) {
 
 int modifyQp(ibv_qp* ibv, ibv_qp_attr* attr, int mask);  // loopback_qp.cc
 int postSend(ibv_qp* ibv, ibv_send_wr* wr, ibv_send_wr** bad);
+int postRecv(ibv_qp* ibv, ibv_recv_wr* wr, ibv_recv_wr** bad);
 int pollCq(ibv_cq* ibv, int num, ibv_wc* wc);
 
 VerbsOps makeOps() noexcept {
@@ -275,6 +277,7 @@ VerbsOps makeOps() noexcept {
   ops.destroy_qp = destroyQp;
   ops.modify_qp = modifyQp;
   ops.post_send = postSend;
+  ops.post_recv = postRecv;
   ops.poll_cq = pollCq;
   return ops;
 }

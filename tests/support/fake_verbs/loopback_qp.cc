@@ -68,6 +68,7 @@ Qp::Qp(Device& d, Pd& p, Cq& send, Cq& recv, uint32_t qp_num, const ibv_qp_init_
       max_send_wr(init.cap.max_send_wr),
       max_sge(static_cast<int>(init.cap.max_send_sge)),
       sig_all(init.sq_sig_all != 0),
+      max_recv_wr(init.cap.max_recv_wr),
       sq_(new Wqe[init.cap.max_send_wr]),
       sge_pool_(new ibv_sge[size_t{init.cap.max_send_wr} * (max_sge > 0 ? max_sge : 1)]) {
   handle.self = this;
@@ -81,6 +82,7 @@ Qp::Qp(Device& d, Pd& p, Cq& send, Cq& recv, uint32_t qp_num, const ibv_qp_init_
   q.qp_type = IBV_QPT_RC;
   for (uint32_t i = 0; i < max_send_wr; ++i)
     sq_[i].sges = &sge_pool_[size_t{i} * (max_sge ? max_sge : 1)];
+  rq_.reset(new Rqe[max_recv_wr > 0 ? max_recv_wr : 1]);
 }
 
 // ibv_qp.state is not touched: libibverbs keeps there what modify_qp last set,
@@ -165,7 +167,10 @@ int Qp::modify(const ibv_qp_attr& attr, int mask) {
   if (mask & IBV_QP_RETRY_CNT) retry_cnt_ = attr.retry_cnt;
   setStateLocked(next);
   handle.ibv.state = next;
-  if (next == IBV_QPS_ERR) progressLocked();  // flushes every WR not yet completed
+  if (next == IBV_QPS_ERR) {
+    progressLocked();  // flushes every WR not yet completed
+    flushReceives();
+  }
   if (next == IBV_QPS_RESET) resetLocked();
   return 0;
 }

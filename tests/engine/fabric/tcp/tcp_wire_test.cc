@@ -67,10 +67,11 @@ TEST(TcpWire, MalformedHeadersAreRefused) {
   EXPECT_EQ(mutated(28, 0), ParseResult::kBadMagic);
   EXPECT_EQ(mutated(0, 2), ParseResult::kBadVersion);
   EXPECT_EQ(mutated(1, 0), ParseResult::kBadOpcode);
-  EXPECT_EQ(mutated(1, 5), ParseResult::kBadOpcode);
-  EXPECT_EQ(mutated(3, 1), ParseResult::kBadField);                // reserved byte
-  EXPECT_EQ(mutated(2, 1), ParseResult::kBadField);                // status on a request
-  EXPECT_EQ(mutated(2, 200), ParseResult::kBadField);              // no such status
+  EXPECT_EQ(mutated(1, 7), ParseResult::kBadOpcode);
+  EXPECT_EQ(mutated(1, 5), ParseResult::kBadField);    // a SEND_REQ names no remote address
+  EXPECT_EQ(mutated(3, 1), ParseResult::kBadField);    // reserved byte
+  EXPECT_EQ(mutated(2, 1), ParseResult::kBadField);    // status on a request
+  EXPECT_EQ(mutated(2, 200), ParseResult::kBadField);  // no such status
   EXPECT_EQ(mutated(7, 0x80 | good[7]), ParseResult::kBadLength);  // > 2 GiB
   Header small;
   EXPECT_EQ(parseHeader(good, 1024, &small), ParseResult::kBadLength);  // over the limit
@@ -89,6 +90,27 @@ TEST(TcpWire, MalformedHeadersAreRefused) {
   r.status = WcStatus::kRemoteAccess;
   encodeHeader(r, b);
   EXPECT_EQ(parse(b), ParseResult::kBadLength);
+  r.opcode = Opcode::kSendAck;  // a SEND_ACK carries no payload either
+  r.status = WcStatus::kRnrRetryExceeded;
+  encodeHeader(r, b);
+  EXPECT_EQ(parse(b), ParseResult::kBadLength);
+  r.length = 0;
+  encodeHeader(r, b);
+  EXPECT_EQ(parse(b), ParseResult::kOk);
+}
+
+TEST(TcpWire, ASendRequestCarriesItsPayloadAndNoAddress) {
+  Header h;
+  h.opcode = Opcode::kSendReq;
+  h.length = 300;
+  h.seq = 9;
+  uint8_t b[kHeaderBytes];
+  encodeHeader(h, b);
+  Header out;
+  ASSERT_EQ(parseHeader(b, kMaxWireLength, &out), ParseResult::kOk);
+  EXPECT_EQ(out.opcode, Opcode::kSendReq);
+  EXPECT_TRUE(isRequest(out.opcode));
+  EXPECT_EQ(payloadBytes(out), 300u);
 }
 
 Hello hello() {

@@ -192,10 +192,11 @@ TEST_F(VerbsDatapathTest, CompletionCarriesOurWrAndTheMappedStatus) {
       {IBV_WC_LOC_PROT_ERR, WcStatus::kLocalProtection},
       {IBV_WC_REM_ACCESS_ERR, WcStatus::kRemoteAccess},
       {IBV_WC_REM_OP_ERR, WcStatus::kRemoteOperation},
+      {IBV_WC_REM_INV_REQ_ERR, WcStatus::kRemoteOperation},
       {IBV_WC_RETRY_EXC_ERR, WcStatus::kRetryExceeded},
       {IBV_WC_WR_FLUSH_ERR, WcStatus::kFlushed},
       {IBV_WC_GENERAL_ERR, WcStatus::kGeneral},
-      {IBV_WC_RNR_RETRY_EXC_ERR, WcStatus::kGeneral},
+      {IBV_WC_RNR_RETRY_EXC_ERR, WcStatus::kRnrRetryExceeded},
       {IBV_WC_LOC_QP_OP_ERR, WcStatus::kGeneral},
   };
   for (const StatusCase& c : cases) {
