@@ -37,8 +37,8 @@ class Exporter {
   Exporter(const Exporter&) = delete;
   Exporter& operator=(const Exporter&) = delete;
 
-  uint16_t port() const noexcept;     // the bound port (port 0 resolved)
-  std::string address() const;        // "host:port" of `listen`, port 0 resolved
+  uint16_t port() const noexcept;  // the bound port (port 0 resolved)
+  std::string address() const;     // "host:port" of `listen`, port 0 resolved
 
  private:
   Exporter() = default;

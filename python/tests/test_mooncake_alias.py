@@ -41,6 +41,15 @@ def test_launcher_answers_import_mooncake_engine(tmp_path):
     assert out.stdout.strip() == "ok ['--flag', 'x']"
 
 
+def test_launcher_runs_a_module_as_python_m(tmp_path):
+    (tmp_path / "mcapp.py").write_text(SCRIPT)
+    env = child_env()
+    env["PYTHONPATH"] = env["PYTHONPATH"] + os.pathsep + str(tmp_path)
+    out = run(["-m", "tent.mooncake", "-m", "mcapp", "x"], env=env)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "ok ['x']"
+
+
 def test_launcher_help():
     out = run(["-m", "tent.mooncake", "--help"])
     assert out.returncode == 0

@@ -155,7 +155,7 @@ struct WorkerPathStats {
 struct LcoreStatsView {
   unsigned lcore = 0;
   int cpu = -1;
-  std::string pollers;  // "rail:soft0,background"
+  std::string pollers;       // "rail:soft0,background"
   uint64_t busy_cycles = 0;  // TSC cycles; EngineStats::tsc_hz turns them into seconds
   uint64_t idle_cycles = 0;
 };
