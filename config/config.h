@@ -161,6 +161,11 @@ struct TcpFabricConfig {
   uint32_t max_mrs = 4096;  // memory regions per device
   // Longest message one WR may carry (as ibv_port_attr.max_msg_sz).
   uint64_t max_message_bytes = uint64_t{1} << 31;
+  // GPU memory moves through pinned host buffers, per device, allocated at its first
+  // registration of GPU memory: this many for the send streams (plus one for receiving)
+  // of this many bytes each.
+  uint32_t gpu_staging_buffers = 8;
+  uint64_t gpu_staging_buffer_bytes = uint64_t{1} << 20;
 
   bool operator==(const TcpFabricConfig&) const = default;
 };
@@ -290,7 +295,7 @@ struct BootstrapConfig {
   // delays control requests: ready endpoints keep carrying transfers, as long as
   // the data path completes them.
   uint32_t peer_timeout_ms = 30000;
-  uint32_t max_segments = 4096;          // peer segments open at once
+  uint32_t max_segments = 4096;  // peer segments open at once
   // Of max_connections, from one peer address. Both caps first close idle sessions
   // (and connections still in their handshake) to make room (docs/engine.md, "Caps").
   uint32_t max_connections_per_source = 256;

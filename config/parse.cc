@@ -283,6 +283,8 @@ void readTcp(MapReader& m, TcpFabricConfig* t) {
   m.integer("retry_budget_ms", &t->retry_budget_ms, 10, kMaxLinkTimeoutMs);
   m.integer("max_mrs", &t->max_mrs, 1, 65536);
   m.integer("max_message_bytes", &t->max_message_bytes, 4096, int64_t{1} << 31);
+  m.integer("gpu_staging_buffers", &t->gpu_staging_buffers, 1, 1024);
+  m.integer("gpu_staging_buffer_bytes", &t->gpu_staging_buffer_bytes, 4096, int64_t{1} << 30);
 }
 
 void readFabric(MapReader& m, FabricConfig* f) {

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # The first run on a machine with an NVIDIA GPU: builds tent (unless --no-build) and
-# runs tests/gpu/gpu_smoke: two processes on one GPU over the soft provider (CUDA
-# IPC), GPU->GPU and host<->GPU WRITE and READ with the bytes checked in device
-# memory, and 4 MiB GPU->GPU bandwidth next to the driver's own device-to-device copy.
+# runs tests/gpu/gpu_smoke twice: two processes on one GPU over the soft provider
+# (CUDA IPC), then over the tcp provider (staging through pinned host buffers);
+# GPU->GPU and host<->GPU WRITE and READ with the bytes checked in device memory, and
+# 4 MiB GPU->GPU bandwidth next to the driver's own device-to-device copy.
 #   usage: scripts/gpu-smoke.sh [--build-dir DIR] [--no-build]
 # Exit: 0 pass, 1 fail, 2 usage, 77 no CUDA driver or no GPU (skipped).
 # No CUDA toolkit is needed: tent loads libcuda.so.1 at run time.
@@ -15,7 +16,7 @@ while (($#)); do
     --build-dir) [ $# -ge 2 ] || { echo "gpu-smoke: --build-dir needs a directory" >&2; exit 2; }
                  build=$2; shift 2 ;;
     --no-build) do_build=0; shift ;;
-    -h|--help) sed -n '2,9p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,10p' "$0"; exit 0 ;;
     *) echo "gpu-smoke: unknown argument $1 (see --help)" >&2; exit 2 ;;
   esac
 done
@@ -49,4 +50,14 @@ fi
 exe="$build/tests/gpu/gpu_smoke"
 [ -x "$exe" ] || { echo "gpu-smoke: $exe is not built (drop --no-build)" >&2; exit 1; }
 command -v nvidia-smi >/dev/null && nvidia-smi -L
-"$exe"
+"$exe" --provider soft
+soft=$?
+"$exe" --provider tcp
+tcp=$?
+# 77 only when both passes skipped (no GPU); any failure fails the run.
+if [ $soft -eq 77 ] && [ $tcp -eq 77 ]; then exit 77; fi
+if [ $soft -ne 0 ] || [ $tcp -ne 0 ]; then
+  echo "gpu-smoke: FAIL (soft pass exit $soft, tcp pass exit $tcp)"
+  exit 1
+fi
+echo "gpu-smoke: PASS (soft and tcp)"

@@ -102,6 +102,7 @@ inline constexpr int CU_MEM_RANGE_HANDLE_TYPE_DMA_BUF_FD = 1;
 inline constexpr unsigned CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS = 1;
 inline constexpr unsigned CU_STREAM_NON_BLOCKING = 1;
 inline constexpr unsigned CU_EVENT_DEFAULT = 0;
+inline constexpr unsigned CU_MEMHOSTALLOC_PORTABLE = 1;  // pinned for every context
 
 // The ABI the table's signatures follow, asked of cuGetProcAddress (CUDA 12.0).
 inline constexpr int kApiVersion = 12000;
@@ -128,6 +129,10 @@ struct CudaDriver {
   CUresult (*cuMemGetAddressRange)(CUdeviceptr* base, size_t* size, CUdeviceptr ptr);
   CUresult (*cuMemAlloc)(CUdeviceptr* ptr, size_t size);
   CUresult (*cuMemFree)(CUdeviceptr ptr);
+  // Page-locked host memory (optional in the table: the tcp provider's staging buffers
+  // say so when it is missing).
+  CUresult (*cuMemHostAlloc)(void** ptr, size_t bytes, unsigned flags);
+  CUresult (*cuMemFreeHost)(void* ptr);
 
   // Virtual memory management (optional).
   CUresult (*cuMemGetAllocationGranularity)(size_t* granularity, const CUmemAllocationProp* prop,

@@ -51,6 +51,8 @@ const Entry* entries(size_t* count) {
       TENT_CUDA_ENTRY(cuMemGetAddressRange, true),
       TENT_CUDA_ENTRY(cuMemAlloc, true),
       TENT_CUDA_ENTRY(cuMemFree, true),
+      TENT_CUDA_ENTRY(cuMemHostAlloc, false),
+      TENT_CUDA_ENTRY(cuMemFreeHost, false),
       TENT_CUDA_ENTRY(cuMemGetAllocationGranularity, false),
       TENT_CUDA_ENTRY(cuMemCreate, false),
       TENT_CUDA_ENTRY(cuMemRelease, false),

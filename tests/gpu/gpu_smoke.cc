@@ -1,10 +1,11 @@
 // The GPU smoke test (suite gpu, scripts/gpu-smoke.sh): two processes on one GPU,
-// the soft provider between them (CUDA IPC), GPU->GPU and host<->GPU WRITE and READ
-// with the bytes checked in device memory, then 4 MiB GPU->GPU bandwidth through
-// the engine next to the driver's own device-to-device copy, in the same run.
+// the soft provider between them (CUDA IPC) or the tcp provider (staging through
+// pinned host buffers), GPU->GPU and host<->GPU WRITE and READ with the bytes checked
+// in device memory, then 4 MiB GPU->GPU bandwidth through the engine next to the
+// driver's own device-to-device copy, in the same run.
 // Exits 77 (skipped) where the CUDA driver or a GPU is missing.
-//   gpu_smoke                 the initiator; starts the target itself
-//   gpu_smoke --target        the target: serves FILL / CHECK / QUIT on stdin
+//   gpu_smoke [--provider soft|tcp]            the initiator; starts the target itself
+//   gpu_smoke --target [soft|tcp]              the target: serves FILL / CHECK / QUIT on stdin
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -31,9 +32,14 @@ constexpr size_t kSize = 16 << 20;
 constexpr size_t kBandwidthBytes = 4 << 20;
 constexpr int kBandwidthIters = 50;
 
+// The provider both processes use: "soft" or "tcp".
+std::string g_provider = "soft";
+
 std::string engineYaml() {
-  return R"(
-fabric: {provider: soft, soft: {devices: [{name: soft0}]}}
+  const std::string fabric = g_provider == "tcp"
+                                 ? "fabric: {provider: tcp, tcp: {devices: [{name: tcp0}]}}"
+                                 : "fabric: {provider: soft, soft: {devices: [{name: soft0}]}}";
+  return fabric + R"(
 lcores: [{pollers: ["rail:*", background]}]
 bootstrap: {listen: "127.0.0.1:0"}
 workers: {block_size: 1048576, slice_timeout_ms: 20000}
@@ -161,7 +167,7 @@ bool startTarget(const char* self, Target* t) {
     dup2(from[1], 1);
     close(to[1]);
     close(from[0]);
-    execl(self, self, "--target", static_cast<char*>(nullptr));
+    execl(self, self, "--target", g_provider.c_str(), static_cast<char*>(nullptr));
     _exit(127);
   }
   close(to[0]);
@@ -281,7 +287,9 @@ int initiator(const char* self) {
   if (!ok)
     std::fprintf(stderr, "gpu_smoke: open %s: %s\n", t.segment.c_str(),
                  seg.status().toString().c_str());
-  std::printf("gpu_smoke: %d GPU(s); two processes over the soft provider (CUDA IPC)\n", *gpus);
+  const char* how = g_provider == "tcp" ? "tcp, pinned staging buffers" : "soft, CUDA IPC";
+  std::printf("gpu_smoke: %d GPU(s); two processes over the %s provider (%s)\n", *gpus,
+              g_provider.c_str(), how);
   if (ok) {
     ok &= runCase(e, *seg, t, "WRITE GPU -> peer GPU (VMM)", OpCode::WRITE, *gpu, t.gpu, 1);
     ok &= runCase(e, *seg, t, "READ  peer GPU (VMM) -> GPU", OpCode::READ, *gpu, t.gpu, 2);
@@ -293,12 +301,12 @@ int initiator(const char* self) {
     ok &= runCase(e, *seg, t, "READ  peer host -> GPU", OpCode::READ, *gpu, t.host, 8);
   }
   if (ok) {
-    const double soft = engineBandwidth(e, *seg, *gpu, t.gpu);
+    const double engine_rate = engineBandwidth(e, *seg, *gpu, t.gpu);
     const double drv = driverBandwidth(*gpu, *gpu2);
     std::printf(
-        "bandwidth, 4 MiB GPU->GPU WRITE: engine (soft, CUDA IPC) %.2f GB/s; "
+        "bandwidth, 4 MiB GPU->GPU WRITE: engine (%s) %.2f GB/s; "
         "driver cuMemcpyAsync device-to-device %.2f GB/s; ratio %.2f\n",
-        soft, drv, drv > 0 ? soft / drv : 0.0);
+        how, engine_rate, drv, drv > 0 ? engine_rate / drv : 0.0);
   }
   std::fprintf(t.in, "QUIT 0 0 0\n");
   std::fclose(t.in);
@@ -313,6 +321,14 @@ int initiator(const char* self) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  if (argc > 1 && std::strcmp(argv[1], "--target") == 0) return target();
+  if (argc > 1 && std::strcmp(argv[1], "--target") == 0) {
+    if (argc > 2) g_provider = argv[2];
+    return target();
+  }
+  if (argc > 2 && std::strcmp(argv[1], "--provider") == 0) g_provider = argv[2];
+  if (g_provider != "soft" && g_provider != "tcp") {
+    std::fprintf(stderr, "gpu_smoke: --provider is soft or tcp, got %s\n", g_provider.c_str());
+    return 2;
+  }
   return initiator("/proc/self/exe");
 }

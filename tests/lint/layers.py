@@ -31,7 +31,7 @@ FLOORS = {
     "engine/fabric": ["base"],
     "engine/fabric/soft": ["fabric", "cuda", "config", "topology", "base"],
     "engine/fabric/verbs": ["fabric", "cuda", "config", "base"],
-    "engine/fabric/tcp": ["fabric", "config", "base"],
+    "engine/fabric/tcp": ["fabric", "cuda", "config", "base"],
     "engine/fabric/select": ["fabric", "fabric/soft", "fabric/tcp", "fabric/verbs", "cuda", "config",
                              "topology", "base"],
     "engine/wire": ["fabric", "base"],

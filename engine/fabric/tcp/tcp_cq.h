@@ -1,6 +1,8 @@
-// The tcp provider's completion queue: a bounded lock-free MPMC ring of completions
+// The tcp provider's completion queue: a bounded MPMC ring of completions
 // (Vyukov's), filled by the device's service thread and polled by any number of
-// threads, each completion handed to exactly one.
+// threads, each completion handed to exactly one. The one wait: the producer waits for
+// a cell whose entry a poller took and has not yet given back (two statements of that
+// poller's; see push()).
 //
 // A polled completion releases its WR's send-queue slot (and every unsignaled one
 // before it) through the QP's word in the device's QpWords table: the slot count a
@@ -59,6 +61,17 @@ class CqCore {
   bool push(const Cqe& cqe) noexcept;
   int poll(WorkCompletion* wc, int max) noexcept;
 
+  // A poll takes each completion in two steps: claim() takes the oldest one (its ring
+  // position), handBack() gives its cell back to the producer once the completion is
+  // copied out. They are public so that a test can hold a claim the way a preempted
+  // poller does.
+  struct Claim {
+    uint64_t pos = 0;
+    Cqe cqe;
+  };
+  bool claim(Claim* out) noexcept;
+  void handBack(const Claim& claim) noexcept;
+
   // CQ admission (control path): the send-queue entries of the QPs attached, plus the
   // completions of destroyed QPs not yet polled. Decremented by poll() for the latter.
   std::atomic<uint64_t> reserved{0};
@@ -68,8 +81,9 @@ class CqCore {
     std::atomic<uint64_t> seq{0};
     Cqe data;
   };
-  bool pop(Cqe* out) noexcept;
   bool retire(const Cqe& c) noexcept;  // false: its QP is gone (a stale completion)
+  // push(): the cell a poller took an entry from and has not yet given back.
+  void waitForCell(const Cell& cell, uint64_t pos) noexcept;
 
   std::shared_ptr<QpWords> words_;
   std::shared_ptr<QpWords> recv_words_;  // the same layout for receive queues

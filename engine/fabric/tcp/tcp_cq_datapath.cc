@@ -1,8 +1,39 @@
 // The tcp provider's CQ: push (service thread) and poll (any thread). Lock-free, no
-// allocation, no syscall.
+// allocation; no syscall but a yield while a preempted poller holds a cell the
+// producer needs.
+#include <sched.h>
+
 #include "fabric/tcp/tcp_cq.h"
 
 namespace tent::fabric::tcp {
+
+namespace {
+
+inline void cpuRelax() noexcept {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_ia32_pause();
+#elif defined(__aarch64__)
+  asm volatile("yield" ::: "memory");
+#endif
+}
+
+}  // namespace
+
+// The holder is between two statements of claim()/handBack() and depends on nobody,
+// so it always gets there; after a short spin we yield, because on a small,
+// oversubscribed machine it may have been preempted (as soft's NIC spinlock does).
+void CqCore::waitForCell(const Cell& cell, uint64_t pos) noexcept {
+  constexpr unsigned kSpinsBeforeYield = 64;
+  unsigned spins = 0;
+  while (cell.seq.load(std::memory_order_acquire) != pos) {
+    if (++spins < kSpinsBeforeYield) {
+      cpuRelax();
+    } else {
+      // datapath-lint: allow(blocking) a poller preempted while it holds the cell; rare
+      sched_yield();
+    }
+  }
+}
 
 bool CqCore::push(const Cqe& cqe) noexcept {
   // Counted before a poller can see the completion (the ring's release orders it).
@@ -20,6 +51,15 @@ bool CqCore::push(const Cqe& cqe) noexcept {
         return true;
       }
     } else if (dif < 0) {
+      // The cell still holds the entry one lap back. If a poller has taken that entry
+      // (dequeue_ is past it) it is copying it out and gives the cell back next: the
+      // ring is not full, wait for the cell. Admission counts entries, and a poller's
+      // retire() can release send-queue slots while another poller, preempted between
+      // taking and giving back, still holds an older cell.
+      if (pos - dequeue_.load(std::memory_order_acquire) <= mask_) {
+        waitForCell(cell, pos);
+        continue;
+      }
       table[cqe.qp_slot].fetch_sub(uint64_t{1} << 32, std::memory_order_relaxed);
       overflowed_.store(true, std::memory_order_release);
       return false;
@@ -29,7 +69,7 @@ bool CqCore::push(const Cqe& cqe) noexcept {
   }
 }
 
-bool CqCore::pop(Cqe* out) noexcept {
+bool CqCore::claim(Claim* out) noexcept {
   uint64_t pos = dequeue_.load(std::memory_order_relaxed);
   for (;;) {
     Cell& cell = cells_[pos & mask_];
@@ -37,8 +77,8 @@ bool CqCore::pop(Cqe* out) noexcept {
     const int64_t dif = static_cast<int64_t>(seq - (pos + 1));
     if (dif == 0) {
       if (dequeue_.compare_exchange_weak(pos, pos + 1, std::memory_order_relaxed)) {
-        *out = cell.data;
-        cell.seq.store(pos + mask_ + 1, std::memory_order_release);
+        out->pos = pos;
+        out->cqe = cell.data;
         return true;
       }
     } else if (dif < 0) {
@@ -47,6 +87,10 @@ bool CqCore::pop(Cqe* out) noexcept {
       pos = dequeue_.load(std::memory_order_relaxed);
     }
   }
+}
+
+void CqCore::handBack(const Claim& claim) noexcept {
+  cells_[claim.pos & mask_].seq.store(claim.pos + mask_ + 1, std::memory_order_release);
 }
 
 bool CqCore::retire(const Cqe& c) noexcept {
@@ -69,10 +113,11 @@ bool CqCore::retire(const Cqe& c) noexcept {
 int CqCore::poll(WorkCompletion* wc, int max) noexcept {
   if (overflowed_.load(std::memory_order_acquire)) return -1;
   int n = 0;
-  Cqe c;
-  while (n < max && pop(&c)) {
-    if (retire(c)) {
-      wc[n++] = c.wc;
+  Claim c;
+  while (n < max && claim(&c)) {
+    handBack(c);
+    if (retire(c.cqe)) {
+      wc[n++] = c.cqe.wc;
     } else {
       reserved.fetch_sub(1, std::memory_order_acq_rel);  // a destroyed QP's entry comes back
     }

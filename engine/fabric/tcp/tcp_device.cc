@@ -7,6 +7,8 @@
 #include <string>
 
 #include "base/mapped_range.h"
+#include "cuda/cuda_driver.h"
+#include "cuda/cuda_memory.h"
 #include "fabric/tcp/tcp_device.h"
 #include "tent/log.h"
 
@@ -82,6 +84,8 @@ Result<std::shared_ptr<DeviceState>> openDevice(const config::TcpDevice& spec, u
   s->listen_text = toText(*advertised);
   s->retry_budget_ms = config.retry_budget_ms;
   s->retry_budget_ns = uint64_t{config.retry_budget_ms} * 1'000'000;
+  s->staging_buffers = config.gpu_staging_buffers;
+  s->staging_buffer_bytes = config.gpu_staging_buffer_bytes;
   s->qp_generation.assign(kMaxQps, 0);
   for (uint32_t i = 0; i < kMaxQps; ++i) s->free_qps.push_back(i);
   s->loop = std::make_unique<ServiceLoop>(*s);
@@ -95,8 +99,7 @@ Result<std::shared_ptr<DeviceState>> openDevice(const config::TcpDevice& spec, u
 
 // ---- memory regions ------------------------------------------------------------------
 
-Result<std::unique_ptr<MemoryRegion>> TcpDevice::registerMemory(void* addr, size_t length,
-                                                                uint32_t access) {
+Status TcpDevice::checkRegistration(void* addr, size_t length, uint32_t access) const {
   if (addr == nullptr || length == 0) {
     return Status::InvalidArgument("tcp: registerMemory needs an address and a length");
   }
@@ -106,6 +109,12 @@ Result<std::unique_ptr<MemoryRegion>> TcpDevice::registerMemory(void* addr, size
   if ((access & kAccessRemoteWrite) && !(access & kAccessLocalWrite)) {
     return Status::InvalidArgument("tcp: REMOTE_WRITE requires LOCAL_WRITE (as in verbs)");
   }
+  return Status::OK();
+}
+
+Result<std::unique_ptr<MemoryRegion>> TcpDevice::registerMemory(void* addr, size_t length,
+                                                                uint32_t access) {
+  TENT_RETURN_IF_ERROR(checkRegistration(addr, length, access));
   // A NIC pins the pages now and fails with EFAULT; a socket call would fault later.
   const bool writable = (access & (kAccessLocalWrite | kAccessRemoteWrite)) != 0;
   Status mapped = checkMappedRange(reinterpret_cast<uintptr_t>(addr), length, writable);
@@ -113,6 +122,50 @@ Result<std::unique_ptr<MemoryRegion>> TcpDevice::registerMemory(void* addr, size
   auto key = state_->mrs.add(reinterpret_cast<uint64_t>(addr), length, access);
   if (!key.ok()) return key.status().withContext("tcp device " + state_->info.name);
   return std::unique_ptr<MemoryRegion>(std::make_unique<TcpMr>(state_, addr, length, *key, access));
+}
+
+Result<std::unique_ptr<MemoryRegion>> TcpDevice::registerGpuMemory(void* addr, size_t length,
+                                                                   uint32_t access,
+                                                                   const cuda::PointerInfo& gpu) {
+  TENT_RETURN_IF_ERROR(checkRegistration(addr, length, access));
+  const std::string where = "tcp " + state_->info.name + ": registerGpuMemory";
+  if (gpu.kind != cuda::MemoryKind::kDevice) {
+    return Status::InvalidArgument(where + " of memory that is not device memory");
+  }
+  auto driver = cuda::driver();
+  if (!driver.ok()) {
+    return driver.status().withContext(
+        where + ": GPU memory is staged through pinned host buffers, which need the CUDA driver");
+  }
+  // No provider is more forgiving than a NIC: a GPU no RDMA NIC could reach is refused
+  // here too, although staging itself would not need GPUDirect RDMA.
+  auto gdr = cuda::attribute(gpu.device, cuda::CU_DEVICE_ATTRIBUTE_GPU_DIRECT_RDMA_SUPPORTED);
+  if (!gdr.ok()) return gdr.status().withContext(where);
+  if (*gdr == 0) {
+    return Status::FailedPrecondition(
+        where + ": cuda:" + std::to_string(gpu.device) +
+        " memory: the GPU does not support GPUDirect RDMA "
+        "(CU_DEVICE_ATTRIBUTE_GPU_DIRECT_RDMA_SUPPORTED is 0); refused as on every provider");
+  }
+  Status staging = ensureStaging(*state_, gpu.device);
+  if (!staging.ok()) return staging.withContext(where);
+  auto key = state_->mrs.add(reinterpret_cast<uint64_t>(addr), length, access, gpu.device);
+  if (!key.ok()) return key.status().withContext("tcp device " + state_->info.name);
+  return std::unique_ptr<MemoryRegion>(std::make_unique<TcpMr>(state_, addr, length, *key, access));
+}
+
+Status ensureStaging(DeviceState& dev, int gpu) {
+  std::lock_guard<std::mutex> g(dev.staging_mutex);
+  if (dev.staging_owner == nullptr) {
+    TENT_ASSIGN_OR_RETURN(dev.staging_owner,
+                          StagingPool::create(dev.staging_buffers, dev.staging_buffer_bytes, gpu));
+    TENT_DEBUG(kFabric, "tcp %s: %u pinned staging buffers of %llu bytes for GPU memory",
+               dev.info.name.c_str(), dev.staging_buffers,
+               static_cast<unsigned long long>(dev.staging_buffer_bytes));
+    dev.staging.store(dev.staging_owner.get(), std::memory_order_release);
+    return Status::OK();
+  }
+  return dev.staging_owner->addGpu(gpu);
 }
 
 // ---- CQs and QPs ---------------------------------------------------------------------

@@ -12,6 +12,9 @@ namespace tent::fabric::tcp {
 Result<std::shared_ptr<DeviceState>> openDevice(const config::TcpDevice& spec, uint32_t index,
                                                 const config::TcpFabricConfig& config);
 
+// The device's staging pool, made on the first call, ready for `gpu`'s copies.
+Status ensureStaging(DeviceState& dev, int gpu);
+
 class TcpDevice final : public Device {
  public:
   explicit TcpDevice(std::shared_ptr<DeviceState> state) : state_(std::move(state)) {}
@@ -19,12 +22,18 @@ class TcpDevice final : public Device {
   PortIdentity portIdentity() const override { return state_->identity; }
   Result<std::unique_ptr<MemoryRegion>> registerMemory(void* addr, size_t length,
                                                        uint32_t access) override;
+  // Device memory, staged through the device's pinned host buffers (tcp_staging.h;
+  // tcp_gpu.cc): the first registration makes the pool.
+  Result<std::unique_ptr<MemoryRegion>> registerGpuMemory(void* addr, size_t length,
+                                                          uint32_t access,
+                                                          const cuda::PointerInfo& gpu) override;
   Result<std::unique_ptr<CompletionQueue>> createCq(uint32_t depth) override;
   Result<std::unique_ptr<QueuePair>> createQp(const QpInitAttr& attr) override;
   PortCounters counters() const noexcept override;
   DeviceState& state() noexcept { return *state_; }
 
  private:
+  Status checkRegistration(void* addr, size_t length, uint32_t access) const;
   std::shared_ptr<DeviceState> state_;
 };
 

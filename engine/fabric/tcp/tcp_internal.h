@@ -13,9 +13,33 @@
 // them; from then on only the service thread writes them (status, final), except
 // that the tx stream reads the slots it sends. A flush that marks slots the tx might
 // read first closes the connection (which waits for the tx stream to be released).
+//
+// Every wait has a waker. Who wakes whom, for each state a thread can be stopped in:
+//   service thread in epoll_wait(-1) (nothing outstanding, nothing being set up)
+//       <- a poster that publishes WRs sees `sleeping` and writes the eventfd (both
+//          sides seq_cst: it sees the flag, or the service thread's last look sees
+//          its tail); commands of the control path write the eventfd too;
+//   service thread in a timed epoll_wait (WRs outstanding, a connection being set up)
+//       <- its own tick (a quarter of the retry budget), besides the wakers above;
+//   send stream stopped on a full socket (TxResult::kBlocked)
+//       <- the socket's edge-triggered EPOLLOUT: the service thread kicks the stream;
+//   send stream stopped for a staging buffer (TxResult::kStaging, tcp_staging.h)
+//       <- whoever gives a buffer back sees the waiter count and writes the eventfd;
+//          the service thread kicks every QP marked `staging_wait` (the count and
+//          the free bits are seq_cst: the releaser sees the waiter, or the waiter's
+//          second look sees the buffer and it retries at once);
+//   a kick while another thread holds the send stream (tx_busy)
+//       <- the holder: it re-reads tx_kicks after letting go and drains again;
+//   responses queued by the service thread <- it kicks the send stream itself;
+//   the receive side never waits (it has its own staging buffer);
+//   the CQ producer waiting for a cell a poller took (tcp_cq.h)
+//       <- that poller, two statements later (the producer spins, then yields);
+//   posters on ENOMEM and pollers on an empty CQ: the caller's own loop; completions
+//       come from the service thread, woken as above.
 #pragma once
 
 #include <sys/socket.h>
+#include <sys/uio.h>
 
 #include <atomic>
 #include <condition_variable>
@@ -32,6 +56,7 @@
 #include "fabric/fabric.h"
 #include "fabric/tcp/tcp_cq.h"
 #include "fabric/tcp/tcp_mr.h"
+#include "fabric/tcp/tcp_staging.h"
 #include "fabric/tcp/tcp_wire.h"
 
 namespace tent::fabric::tcp {
@@ -87,6 +112,7 @@ enum class TxResult : uint8_t {
   kBlocked,  // the socket buffer is full: EPOLLOUT continues
   kClosed,   // no connection (not yet, or not any more)
   kFault,    // a region went away under a send: the service thread must act
+  kStaging,  // a GPU payload waits for a staging buffer: a release kicks the QP again
 };
 
 enum class Role : uint8_t { kUnset, kConnector, kAcceptor };
@@ -151,6 +177,9 @@ struct QpCore {
   // A message was cut short (its region went away mid-send): the connection must close.
   std::atomic<bool> tx_abort{false};
   std::atomic<uint64_t> tx_bytes{0};  // bytes written, for the no-progress check
+  // The send stream waits for a staging buffer (tcp_staging.h): the service thread
+  // kicks it when one is given back.
+  std::atomic<bool> staging_wait{false};
 
   // Responses: entries and rsp_tail written by the service thread, rsp_sent by the tx.
   std::unique_ptr<Response[]> rsp;
@@ -259,6 +288,15 @@ struct DeviceState {
   // destroyed QP's unpolled completion cannot meet a live QP of the same generation.
   std::deque<uint32_t> free_qps;
 
+  // GPU memory (tcp_staging.h): the pool is made by the first registration of device
+  // memory (under staging_mutex) and published before that region's key, so a datapath
+  // that holds a pin on a GPU region finds it.
+  uint32_t staging_buffers = 0;
+  uint64_t staging_buffer_bytes = 0;
+  std::mutex staging_mutex;
+  std::unique_ptr<StagingPool> staging_owner;
+  std::atomic<StagingPool*> staging{nullptr};
+
   std::unique_ptr<ServiceLoop> loop;
 
   // Written by the service thread only.
@@ -271,6 +309,33 @@ struct DeviceState {
 };
 
 // ---- the service thread ------------------------------------------------------------------
+
+// Where one recvmsg puts a payload (tcp_rx_datapath.cc): host memory straight, device
+// memory into the service thread's staging buffer, copied to the GPU after the call.
+struct RxPlan {
+  static constexpr int kMaxIov = static_cast<int>(kMaxSge) + 1;
+  // No initialisers: the plan lives on the stack of every payload receive, and only
+  // entries below nstaged are read.
+  struct Staging {
+    int gpu;
+    uint64_t addr;    // the device memory
+    uint64_t offset;  // its first byte's place among this call's payload bytes
+    uint64_t at;      // and in the staging buffer
+    uint64_t length;
+  };
+  iovec iov[kMaxIov + 1];
+  int n = 0;
+  uint64_t covered = 0;  // payload bytes the iovecs take
+  Staging staging[kMaxIov];
+  int nstaged = 0;
+  uint64_t staged = 0;  // bytes of the staging buffer planned
+  bool full = false;    // the staging buffer ran out: no more targets this call
+
+  bool open() const noexcept { return !full && n < kMaxIov; }
+  void target(DeviceState& dev, int gpu, uint64_t addr, uint64_t length) noexcept;
+  // Copies the staged part of the first `placed` payload bytes to the GPUs.
+  bool unstage(DeviceState& dev, uint64_t placed) noexcept;
+};
 
 // epoll tags (data.ptr) of the two descriptors that are not connections.
 inline char kEventTag = 0;
@@ -353,6 +418,7 @@ class ServiceLoop {
   RxResult readStream(Conn& conn) noexcept;
   RxResult onHeader(Conn& conn) noexcept;
   RxResult readPayload(Conn& conn) noexcept;
+  RxResult discardPayload(Conn& conn) noexcept;
   RxResult serveRead(Conn& conn) noexcept;
   RxResult finishWrite(Conn& conn) noexcept;
   RxResult finishRead(Conn& conn) noexcept;

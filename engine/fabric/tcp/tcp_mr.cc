@@ -13,7 +13,7 @@ MrTable::MrTable(uint32_t capacity)
   for (uint32_t i = 0; i < capacity; ++i) free_.push_back(i);
 }
 
-Result<uint32_t> MrTable::add(uint64_t addr, uint64_t length, uint32_t access) {
+Result<uint32_t> MrTable::add(uint64_t addr, uint64_t length, uint32_t access, int gpu) {
   std::lock_guard<std::mutex> g(mu_);
   if (free_.empty()) {
     return Status::ResourceExhausted("all " + std::to_string(capacity_) +
@@ -30,6 +30,7 @@ Result<uint32_t> MrTable::add(uint64_t addr, uint64_t length, uint32_t access) {
   e.addr.store(addr, std::memory_order_relaxed);
   e.length.store(length, std::memory_order_relaxed);
   e.access.store(access, std::memory_order_relaxed);
+  e.gpu.store(gpu, std::memory_order_relaxed);
   e.key.store(key, std::memory_order_release);
   return key;
 }

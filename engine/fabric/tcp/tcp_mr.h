@@ -34,7 +34,8 @@ class MrTable {
   MrTable& operator=(const MrTable&) = delete;
 
   // Control path. add() returns the key; remove() returns once no pin holds the region.
-  Result<uint32_t> add(uint64_t addr, uint64_t length, uint32_t access);
+  // `gpu`: the CUDA ordinal of device memory (staged, tcp_staging.h), -1 for host memory.
+  Result<uint32_t> add(uint64_t addr, uint64_t length, uint32_t access, int gpu = -1);
   void remove(uint32_t key);
   uint32_t capacity() const noexcept { return capacity_; }
   uint32_t live() const;
@@ -68,6 +69,10 @@ class MrTable {
   void unpin(uint32_t key) noexcept {
     entries_[key & (kMaxMrs - 1)].pins.fetch_sub(1, std::memory_order_release);
   }
+  // The GPU of a region the caller holds a pin on (-1: host memory).
+  int gpuOfPinned(uint32_t key) const noexcept {
+    return entries_[key & (kMaxMrs - 1)].gpu.load(std::memory_order_relaxed);
+  }
 
  private:
   struct Entry {
@@ -76,6 +81,7 @@ class MrTable {
     std::atomic<uint64_t> addr{0};
     std::atomic<uint64_t> length{0};
     std::atomic<uint32_t> access{0};
+    std::atomic<int> gpu{-1};
   };
   const Entry* entry(uint32_t key) const noexcept {
     const uint32_t slot = key & (kMaxMrs - 1);

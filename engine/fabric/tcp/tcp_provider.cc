@@ -43,6 +43,18 @@ Status validate(const config::TcpFabricConfig& c, const std::vector<config::TcpD
   if (c.max_message_bytes < 1 || c.max_message_bytes > kMaxWireLength) {
     return Status::InvalidArgument("tcp fabric: max_message_bytes must be in [1, 2147483648]");
   }
+  if (c.gpu_staging_buffers < 1 || c.gpu_staging_buffers > kMaxStagingBuffers) {
+    return Status::InvalidArgument("tcp fabric: gpu_staging_buffers must be in [1, " +
+                                   std::to_string(kMaxStagingBuffers) + "], got " +
+                                   std::to_string(c.gpu_staging_buffers));
+  }
+  if (c.gpu_staging_buffer_bytes < kMinStagingBufferBytes ||
+      c.gpu_staging_buffer_bytes > kMaxStagingBufferBytes) {
+    return Status::InvalidArgument("tcp fabric: gpu_staging_buffer_bytes must be in [" +
+                                   std::to_string(kMinStagingBufferBytes) + ", " +
+                                   std::to_string(kMaxStagingBufferBytes) + "], got " +
+                                   std::to_string(c.gpu_staging_buffer_bytes));
+  }
   return Status::OK();
 }
 

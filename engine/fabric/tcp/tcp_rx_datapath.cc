@@ -3,7 +3,8 @@
 // (rkey, bounds, access) at each WR and served - WRITE payloads received straight into
 // the target range, READ payloads queued for the send stream from the region itself;
 // responses to our WRs are matched in order and complete them (READ payloads received
-// straight into the WR's local buffers). Headers are read together with the payload
+// straight into the WR's local buffers; device memory through the staging buffer of the
+// service thread). Headers are read together with the payload
 // before them (one recvmsg: payload iovecs, then the next header), so a stream of small
 // WRITEs costs about one recvmsg per WR. No allocation, no lock; recv/recvmsg are the
 // syscalls, marked.
@@ -22,8 +23,6 @@ namespace {
 
 // Bytes one connection may consume per turn before the others get theirs.
 constexpr uint64_t kTurnBytes = uint64_t{4} << 20;
-constexpr int kMaxRxIov = static_cast<int>(kMaxSge) + 1;
-
 }  // namespace
 
 void ServiceLoop::pushCqe(QpCore& q, uint64_t seq, const WrSlot& w) noexcept {
@@ -249,12 +248,14 @@ ServiceLoop::RxResult ServiceLoop::onHeader(Conn& c) noexcept {
 }
 
 // Receives payload (and the next header behind it) into its place: the WRITE's
-// target range, the READ's local SGEs, or nowhere (kDiscard).
+// target range, the READ's local SGEs, or nowhere (kDiscard). Device memory is received
+// into the service thread's staging buffer and copied to the GPU before the call
+// returns, as far as the recvmsg got (tcp_staging.h).
 ServiceLoop::RxResult ServiceLoop::readPayload(Conn& c) noexcept {
+  if (c.rx == Conn::Rx::kDiscard) return discardPayload(c);
   QpCore& q = *c.qp;
   const uint64_t remaining = c.cur.length - c.rx_off;
-  iovec iov[kMaxRxIov + 1];
-  int n = 0;
+  RxPlan plan;
   PinSet pins(dev_.mrs);
   if (c.rx == Conn::Rx::kWritePayload) {
     // The region stays registered for this call; if it went away since the check,
@@ -264,12 +265,12 @@ ServiceLoop::RxResult ServiceLoop::readPayload(Conn& c) noexcept {
       c.rx_status = WcStatus::kRemoteAccess;
       return RxResult::kContinue;
     }
-    iov[n++] = iovec{reinterpret_cast<void*>(c.cur.remote_addr + c.rx_off), remaining};
-  } else if (c.rx == Conn::Rx::kReadPayload) {
+    plan.target(dev_, dev_.mrs.gpuOfPinned(c.cur.rkey), c.cur.remote_addr + c.rx_off, remaining);
+  } else {
     const WrSlot& w = q.wr(q.done);
     const Sge* s = q.sges(q.done);
     uint64_t skip = c.rx_off;
-    for (uint32_t i = 0; i < w.num_sge && n < kMaxRxIov; ++i) {
+    for (uint32_t i = 0; i < w.num_sge && plan.open(); ++i) {
       if (skip >= s[i].length) {
         skip -= s[i].length;
         continue;
@@ -279,34 +280,17 @@ ServiceLoop::RxResult ServiceLoop::readPayload(Conn& c) noexcept {
         c.rx_status = WcStatus::kLocalProtection;
         return RxResult::kContinue;
       }
-      iov[n++] = iovec{reinterpret_cast<void*>(s[i].addr + skip), s[i].length - skip};
+      plan.target(dev_, dev_.mrs.gpuOfPinned(s[i].lkey), s[i].addr + skip, s[i].length - skip);
       skip = 0;
     }
-  } else {
-    // Refused bytes: MSG_TRUNC drops them in the kernel; the buffer only bounds them.
-    const size_t want = static_cast<size_t>(std::min<uint64_t>(remaining, kDiscardBytes));
-    // datapath-lint: allow(syscall) the receive itself
-    const ssize_t got = ::recv(c.fd, discard_.get(), want, MSG_DONTWAIT | MSG_TRUNC);
-    if (got == 0) return RxResult::kClosed;
-    if (got < 0) {
-      if (errno == EAGAIN || errno == EWOULDBLOCK) return RxResult::kAgain;
-      return errno == EINTR ? RxResult::kContinue : RxResult::kClosed;
-    }
-    c.rx_bytes += static_cast<uint64_t>(got);
-    c.rx_off += static_cast<uint64_t>(got);
-    if (c.rx_off < c.cur.length) return RxResult::kContinue;
-    if (c.cur.opcode == Opcode::kWriteReq || c.cur.opcode == Opcode::kSendReq) {
-      return finishWrite(c);
-    }
-    return finishRead(c);
   }
-  iov[n++] = iovec{c.hdr, kHeaderBytes};
+  // The next header rides along when the payload iovecs reach the payload's end.
+  if (plan.covered == remaining) plan.iov[plan.n++] = iovec{c.hdr, kHeaderBytes};
   msghdr mh{};
-  mh.msg_iov = iov;
-  mh.msg_iovlen = static_cast<size_t>(n);
+  mh.msg_iov = plan.iov;
+  mh.msg_iovlen = static_cast<size_t>(plan.n);
   // datapath-lint: allow(syscall) the receive itself, straight into registered memory
   const ssize_t got = ::recvmsg(c.fd, &mh, MSG_DONTWAIT);
-  pins.release();
   if (got == 0) return RxResult::kClosed;
   if (got < 0) {
     if (errno == EAGAIN || errno == EWOULDBLOCK) return RxResult::kAgain;
@@ -314,10 +298,69 @@ ServiceLoop::RxResult ServiceLoop::readPayload(Conn& c) noexcept {
   }
   c.rx_bytes += static_cast<uint64_t>(got);
   const uint64_t placed = std::min<uint64_t>(static_cast<uint64_t>(got), remaining);
+  // Staged bytes reach the GPU before anything completes (the pins still hold).
+  if (!plan.unstage(dev_, placed)) {
+    c.rx_status =
+        c.rx == Conn::Rx::kWritePayload ? WcStatus::kRemoteAccess : WcStatus::kLocalProtection;
+    c.rx = Conn::Rx::kDiscard;
+  }
+  pins.release();
   c.rx_off += placed;
   c.hdr_got = static_cast<size_t>(static_cast<uint64_t>(got) - placed);
   if (c.rx_off < c.cur.length) return RxResult::kContinue;
-  return c.rx == Conn::Rx::kWritePayload ? finishWrite(c) : finishRead(c);
+  const bool placed = c.cur.opcode == Opcode::kWriteReq || c.cur.opcode == Opcode::kSendReq;
+  return placed ? finishWrite(c) : finishRead(c);
+}
+
+ServiceLoop::RxResult ServiceLoop::discardPayload(Conn& c) noexcept {
+  const uint64_t remaining = c.cur.length - c.rx_off;
+  // Refused bytes: MSG_TRUNC drops them in the kernel; the buffer only bounds them.
+  const size_t want = static_cast<size_t>(std::min<uint64_t>(remaining, kDiscardBytes));
+  // datapath-lint: allow(syscall) the receive itself
+  const ssize_t got = ::recv(c.fd, discard_.get(), want, MSG_DONTWAIT | MSG_TRUNC);
+  if (got == 0) return RxResult::kClosed;
+  if (got < 0) {
+    if (errno == EAGAIN || errno == EWOULDBLOCK) return RxResult::kAgain;
+    return errno == EINTR ? RxResult::kContinue : RxResult::kClosed;
+  }
+  c.rx_bytes += static_cast<uint64_t>(got);
+  c.rx_off += static_cast<uint64_t>(got);
+  if (c.rx_off < c.cur.length) return RxResult::kContinue;
+  if (c.cur.opcode == Opcode::kWriteReq || c.cur.opcode == Opcode::kSendReq) return finishWrite(c);
+  return finishRead(c);
+}
+
+void RxPlan::target(DeviceState& dev, int gpu, uint64_t addr, uint64_t length) noexcept {
+  if (gpu < 0) {
+    iov[n++] = iovec{reinterpret_cast<void*>(addr), length};
+    covered += length;
+    return;
+  }
+  StagingPool* pool = dev.staging.load(std::memory_order_acquire);
+  const uint64_t room = pool->bufferBytes() - staged;
+  if (room == 0) {
+    full = true;
+    return;
+  }
+  const uint64_t take = std::min(length, room);
+  staging[nstaged++] = Staging{gpu, addr, covered, staged, take};
+  iov[n++] = iovec{pool->receiveBuffer() + staged, take};
+  covered += take;
+  staged += take;
+  if (take < length) full = true;
+}
+
+bool RxPlan::unstage(DeviceState& dev, uint64_t placed) noexcept {
+  if (nstaged == 0) return true;
+  StagingPool* pool = dev.staging.load(std::memory_order_acquire);
+  bool ok = true;
+  for (int i = 0; i < nstaged && ok; ++i) {
+    const Staging& s = staging[i];
+    if (placed <= s.offset) break;
+    const uint64_t bytes = std::min(s.length, placed - s.offset);
+    ok = pool->copy(s.gpu, reinterpret_cast<void*>(s.addr), pool->receiveBuffer() + s.at, bytes);
+  }
+  return ok;
 }
 
 ServiceLoop::RxResult ServiceLoop::readStream(Conn& c) noexcept {

@@ -281,7 +281,13 @@ void ServiceLoop::freeClosed() {
 // ---- per QP -----------------------------------------------------------------------------
 
 void ServiceLoop::scanQps() {
-  for (auto& [num, q] : qps_) processQp(*q);
+  // A staging buffer was given back while send streams waited for one: kick them.
+  StagingPool* pool = dev_.staging.load(std::memory_order_acquire);
+  const bool staging = pool != nullptr && pool->takeWaiters();
+  for (auto& [num, q] : qps_) {
+    if (staging && q->staging_wait.exchange(false, std::memory_order_seq_cst)) (void)kickTx(*q);
+    processQp(*q);
+  }
 }
 
 void ServiceLoop::stopStream(QpCore& q) {

@@ -60,6 +60,13 @@ TEST(GpuLocation, CudaMemoryIsDeviceMemoryOfThatGpuAndComesBack) {
   cuda::testing::FakeCuda fake(two);
   auto engine = makeEngine(simYaml());
   ASSERT_NE(engine, nullptr);
+  // The first GPU memory may leave state with its device until the engine closes (the
+  // tcp provider's staging pool holds the GPU's primary context): churn after it.
+  {
+    auto first = engine->allocateLocalMemory(3 << 20, "cuda:1");
+    ASSERT_TRUE(first.ok()) << first.status().toString();
+    ASSERT_TRUE(engine->freeLocalMemory(*first).ok());
+  }
   const auto before = fake.live();
   for (int i = 0; i < 20; ++i) {
     auto mem = engine->allocateLocalMemory(3 << 20, "cuda:1");
@@ -74,6 +81,9 @@ TEST(GpuLocation, CudaMemoryIsDeviceMemoryOfThatGpuAndComesBack) {
   EXPECT_EQ(after.physical, before.physical);
   EXPECT_EQ(after.reservations, before.reservations);
   EXPECT_EQ(after.context_refs, before.context_refs);
+  engine.reset();
+  EXPECT_EQ(fake.live().context_refs, 0);
+  EXPECT_EQ(fake.live().pinned_host, 0);
 }
 
 TEST(GpuLocation, TheEngineFreesDeviceMemoryLeftAllocatedWhenItCloses) {

@@ -339,7 +339,7 @@ FakeCuda::FakeCuda(FakeCudaOptions options) : options_(std::move(options)), stat
   t.cuIpcOpenMemHandle = ipcOpen;
   t.cuIpcCloseMemHandle = ipcClose;
   fillVmmEntries(t, options_.vmm_entries, options_.dmabuf_entry);
-  fillStreamEntries(t);
+  fillStreamEntries(t, options_.host_alloc_entries);
   setDriverOverride(&table_);
 }
 
@@ -354,6 +354,7 @@ FakeCuda::~FakeCuda() {
     }
     for (auto& [h, p] : state_->physical) close(p.memfd);
     for (auto& [base, size] : state_->reservations) munmap(reinterpret_cast<void*>(base), size);
+    for (auto& [base, size] : state_->pinned_host) munmap(reinterpret_cast<void*>(base), size);
     for (Stream* s : state_->streams) delete s;
   }
   g_fake.store(nullptr, std::memory_order_release);
@@ -440,6 +441,14 @@ int FakeCuda::calls(const std::string& name) {
   return it == state_->calls.end() ? 0 : it->second;
 }
 
+bool FakeCuda::pinnedHost(uint64_t addr, size_t bytes) {
+  std::lock_guard<std::mutex> lock(state_->mu);
+  auto it = state_->pinned_host.upper_bound(addr);
+  if (it == state_->pinned_host.begin()) return false;
+  --it;
+  return addr - it->first <= it->second && bytes <= it->second - (addr - it->first);
+}
+
 FakeCuda::Live FakeCuda::live() {
   std::lock_guard<std::mutex> lock(state_->mu);
   Live l;
@@ -451,6 +460,7 @@ FakeCuda::Live FakeCuda::live() {
   l.reservations = static_cast<int>(state_->reservations.size());
   l.streams = static_cast<int>(state_->streams.size());
   for (int r : state_->context_refs) l.context_refs += r;
+  l.pinned_host = static_cast<int>(state_->pinned_host.size());
   return l;
 }
 

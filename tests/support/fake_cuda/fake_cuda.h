@@ -33,8 +33,9 @@ struct FakeGpuSpec {
 struct FakeCudaOptions {
   std::vector<FakeGpuSpec> gpus = {FakeGpuSpec{}};
   int driver_version = 12040;
-  bool vmm_entries = true;   // the VMM entry points exist in the table
-  bool dmabuf_entry = true;  // cuMemGetHandleForAddressRange exists in the table
+  bool vmm_entries = true;         // the VMM entry points exist in the table
+  bool dmabuf_entry = true;        // cuMemGetHandleForAddressRange exists in the table
+  bool host_alloc_entries = true;  // cuMemHostAlloc / cuMemFreeHost exist in the table
   // Copies and host functions queued on a stream run when the test calls runStreams()
   // (or the stream is synchronised), not at once: completion must wait for them.
   bool deferred_streams = false;
@@ -92,12 +93,16 @@ class FakeCuda {
     int streams = 0;
     int ipc_mappings = 0;
     int context_refs = 0;
+    int pinned_host = 0;  // cuMemHostAlloc allocations not yet freed
   };
+  // [addr, addr+bytes) lies inside one live cuMemHostAlloc allocation.
+  bool pinnedHost(uint64_t addr, size_t bytes);
   Live live();
-  std::atomic<CUresult> fail_dmabuf{CUDA_SUCCESS};    // cuMemGetHandleForAddressRange
-  std::atomic<CUresult> fail_alloc{CUDA_SUCCESS};     // cuMemAlloc and cuMemCreate
-  std::atomic<CUresult> fail_ipc_open{CUDA_SUCCESS};  // cuIpcOpenMemHandle
-  std::atomic<CUresult> fail_memcpy{CUDA_SUCCESS};    // cuMemcpyAsync
+  std::atomic<CUresult> fail_dmabuf{CUDA_SUCCESS};      // cuMemGetHandleForAddressRange
+  std::atomic<CUresult> fail_alloc{CUDA_SUCCESS};       // cuMemAlloc and cuMemCreate
+  std::atomic<CUresult> fail_ipc_open{CUDA_SUCCESS};    // cuIpcOpenMemHandle
+  std::atomic<CUresult> fail_memcpy{CUDA_SUCCESS};      // cuMemcpyAsync
+  std::atomic<CUresult> fail_host_alloc{CUDA_SUCCESS};  // cuMemHostAlloc
 
   // ---- the fake's state (fake_cuda.cc, fake_cuda_streams.cc) -----------------------
   struct Region;

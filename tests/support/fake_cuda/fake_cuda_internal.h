@@ -42,6 +42,7 @@ struct FakeCuda::State {
   std::map<uint64_t, Region> regions;  // by base
   std::map<CUmemGenericAllocationHandle, Physical> physical;
   std::map<uint64_t, size_t> reservations;  // base -> size
+  std::map<uint64_t, size_t> pinned_host;   // cuMemHostAlloc: base -> size
   std::set<Stream*> streams;
   std::map<std::string, int> calls;
   std::vector<Copy> copies;
@@ -60,8 +61,9 @@ struct FakeCuda::State {
 
 // The installed fake (fake_cuda.cc); the table's functions act on it.
 FakeCuda& fake();
-// Fills the stream, copy, event and context entries (fake_cuda_streams.cc).
-void fillStreamEntries(CudaDriver& table);
+// Fills the stream, copy, event and context entries, and the pinned host memory ones
+// when `host_alloc` (fake_cuda_streams.cc).
+void fillStreamEntries(CudaDriver& table, bool host_alloc);
 // Fills the VMM entries (when `vmm`) and the dma-buf export (when `dmabuf`) (fake_cuda_vmm.cc).
 void fillVmmEntries(CudaDriver& table, bool vmm, bool dmabuf);
 // The GPU of the calling thread's current context, -1 without one. Under State::mu.

@@ -1,4 +1,6 @@
 // The fake CUDA driver: contexts, streams, copies, host functions and events.
+#include <sys/mman.h>
+
 #include <chrono>
 #include <cstring>
 
@@ -143,6 +145,31 @@ CUresult hostFunc(CUstream stream, CUhostFn fn, void* data) {
   return CUDA_SUCCESS;
 }
 
+// Pinned host memory: plain anonymous pages here, recorded so tests can tell a copy
+// through a staging buffer from one that is not. Like the driver, it needs a context.
+CUresult hostAlloc(void** out, size_t bytes, unsigned) {
+  if (fake().fail_host_alloc.load() != CUDA_SUCCESS) return fake().fail_host_alloc.load();
+  std::lock_guard<std::mutex> lock(st().mu);
+  st().countLocked("cuMemHostAlloc");
+  if (bytes == 0) return CUDA_ERROR_INVALID_VALUE;
+  if (currentGpuLocked() < 0) return CUDA_ERROR_INVALID_CONTEXT;
+  void* p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (p == MAP_FAILED) return CUDA_ERROR_OUT_OF_MEMORY;
+  st().pinned_host[reinterpret_cast<uint64_t>(p)] = bytes;
+  *out = p;
+  return CUDA_SUCCESS;
+}
+
+CUresult hostFree(void* p) {
+  std::lock_guard<std::mutex> lock(st().mu);
+  st().countLocked("cuMemFreeHost");
+  auto it = st().pinned_host.find(reinterpret_cast<uint64_t>(p));
+  if (it == st().pinned_host.end()) return CUDA_ERROR_INVALID_VALUE;
+  munmap(p, it->second);
+  st().pinned_host.erase(it);
+  return CUDA_SUCCESS;
+}
+
 CUresult eventCreate(CUevent* out, unsigned) {
   *out = reinterpret_cast<CUevent>(new FakeEvent());
   return CUDA_SUCCESS;
@@ -184,7 +211,11 @@ int currentGpuLocked() {
   return static_cast<int>(p - first);
 }
 
-void fillStreamEntries(CudaDriver& t) {
+void fillStreamEntries(CudaDriver& t, bool host_alloc) {
+  if (host_alloc) {
+    t.cuMemHostAlloc = hostAlloc;
+    t.cuMemFreeHost = hostFree;
+  }
   t.cuDevicePrimaryCtxRetain = primaryRetain;
   t.cuDevicePrimaryCtxRelease = primaryRelease;
   t.cuCtxSetCurrent = setCurrent;
