@@ -24,9 +24,8 @@ bool validPrefix(std::string_view s) {
 
 // A segment name: what peers open. Printable, no spaces, no '/' (it is a key's last part).
 bool validSegmentName(std::string_view s) {
-  return s.size() <= 255 && std::all_of(s.begin(), s.end(), [](char c) {
-           return c > ' ' && c < 127 && c != '/';
-         });
+  return s.size() <= 255 &&
+         std::all_of(s.begin(), s.end(), [](char c) { return c > ' ' && c < 127 && c != '/'; });
 }
 
 constexpr TextRule kPrefix{"a key prefix starting with '/', printable, no spaces (<= 256)",
@@ -46,8 +45,9 @@ void readEtcd(MapReader& m, EtcdConfig* e) {
                           std::string(ep) + "'";
                  const std::string here = m.pathOf("endpoints") + "[" + std::to_string(i) + "]";
                  auto [it, fresh] = seen.emplace(ep, here);
-                 return fresh ? "" : "duplicate endpoint '" + std::string(ep) +
-                                         "' (already given at " + it->second + ")";
+                 return fresh ? ""
+                              : "duplicate endpoint '" + std::string(ep) + "' (already given at " +
+                                    it->second + ")";
                });
   m.text("prefix", &e->prefix, kPrefix);
   m.integer("lease_ttl_s", &e->lease_ttl_s, 2, kMaxLeaseTtlS);
@@ -69,9 +69,8 @@ void readEtcd(MapReader& m, EtcdConfig* e) {
   });
   if (!m.parsing()) return;
   if (e->retry_initial_ms > e->retry_max_ms)
-    m.fail("retry_initial_ms", "must not exceed retry_max_ms (" +
-                                   std::to_string(e->retry_max_ms) + "), got " +
-                                   std::to_string(e->retry_initial_ms));
+    m.fail("retry_initial_ms", "must not exceed retry_max_ms (" + std::to_string(e->retry_max_ms) +
+                                   "), got " + std::to_string(e->retry_initial_ms));
   if (e->user.empty() != e->password_file.empty())
     m.fail(e->user.empty() ? "password_file" : "user",
            "user and password_file are given together, or neither");
@@ -87,8 +86,9 @@ void readMetadata(MapReader& m, MetadataConfig* md) {
   if (md->backend == MetadataBackend::kEtcd && md->etcd.endpoints.empty())
     m.fail("backend", "etcd needs metadata.etcd.endpoints (host:port of at least one member)");
   if (md->backend == MetadataBackend::kP2p && !md->name.empty())
-    m.fail("name", "a name of its own needs backend: etcd (with p2p a segment's name is its "
-                   "host:port)");
+    m.fail("name",
+           "a name of its own needs backend: etcd (with p2p a segment's name is its "
+           "host:port)");
 }
 
 }  // namespace tent::config::detail
