@@ -307,6 +307,10 @@ std::string_view toString(DirectMode m) noexcept {
   return "?";
 }
 
+std::string_view toString(MetadataBackend b) noexcept {
+  return b == MetadataBackend::kEtcd ? "etcd" : "p2p";
+}
+
 std::string_view toString(AutoRails r) noexcept {
   switch (r) {
     case AutoRails::kAuto:

@@ -304,6 +304,45 @@ struct BootstrapConfig {
   bool operator==(const BootstrapConfig&) const = default;
 };
 
+// ---- metadata: where peers find each other (docs/config.md, "metadata") -------
+
+enum class MetadataBackend : uint8_t {
+  kP2p,   // a segment name is the peer's host:port; its descriptor comes from its control port
+  kEtcd,  // segments are registered in etcd (v3) under a prefix, with a lease
+};
+
+// TLS towards etcd (https); empty files: plain http.
+struct EtcdTlsConfig {
+  std::string ca_file;    // CA bundle that signed etcd's certificate; set: https
+  std::string cert_file;  // client certificate (etcd --client-cert-auth), with key_file
+  std::string key_file;
+
+  bool operator==(const EtcdTlsConfig&) const = default;
+};
+
+struct EtcdConfig {
+  std::vector<std::string> endpoints;  // host:port of etcd members (client URLs)
+  std::string prefix = "/tent/";       // keys: <prefix>segments/<name>
+  uint32_t lease_ttl_s = 10;           // an engine that stops refreshing disappears after this
+  uint32_t request_timeout_ms = 2000;  // one request to one member
+  uint32_t retry_initial_ms = 100;     // store away: retries back off from this ...
+  uint32_t retry_max_ms = 5000;        // ... to this
+  std::string user;                    // etcd authentication (empty: none)
+  std::string password_file;           // the user's password, in a file (mode 600)
+  EtcdTlsConfig tls;
+
+  bool operator==(const EtcdConfig&) const = default;
+};
+
+struct MetadataConfig {
+  MetadataBackend backend = MetadataBackend::kP2p;
+  // The name this engine registers under with etcd; empty: "host:port" as with p2p.
+  std::string name;
+  EtcdConfig etcd;
+
+  bool operator==(const MetadataConfig&) const = default;
+};
+
 struct TimeoutConfig {
   uint32_t endpoint_destroy_ms = 1000;  // drain budget when an endpoint is destroyed
   // How long unregistering with cancellation waits for the canceled transfers to drain.
@@ -339,6 +378,7 @@ struct Config {
   WorkerConfig workers;
   DirectConfig direct;
   BootstrapConfig bootstrap;
+  MetadataConfig metadata;
   TimeoutConfig timeouts;
   MetricsConfig metrics;
   LogConfig log;
@@ -381,6 +421,7 @@ CqSizing requiredCqSizing(const Config& config);
 std::string_view toString(PollerKind k) noexcept;
 std::string_view toString(FabricProvider p) noexcept;
 std::string_view toString(DirectMode m) noexcept;
+std::string_view toString(MetadataBackend b) noexcept;
 std::string_view toString(PriorityLane p) noexcept;
 // workers.priority_lane resolved (auto: on unless direct.mode is off).
 bool priorityLaneOn(const Config& config) noexcept;

@@ -528,6 +528,13 @@ void readLog(MapReader& m, LogConfig* l) {
 
 }  // namespace
 
+bool isHostPort(std::string_view s) {
+  return validHostPort(s);
+}
+bool isHost(std::string_view s) {
+  return validHost(s);
+}
+
 void readConfig(MapReader& top, Config* c) {
   // Fabric before lcores: rail pollers are checked against the listed devices.
   top.section("eal", [&](MapReader& m) { readEal(m, &c->eal); });
@@ -540,6 +547,7 @@ void readConfig(MapReader& top, Config* c) {
   top.section("workers", [&](MapReader& m) { readWorkers(m, c); });
   top.section("direct", [&](MapReader& m) { readDirect(m, c); });
   top.section("bootstrap", [&](MapReader& m) { readBootstrap(m, &c->bootstrap); });
+  top.section("metadata", [&](MapReader& m) { readMetadata(m, &c->metadata); });
   top.section("timeouts", [&](MapReader& m) { readTimeouts(m, &c->timeouts); });
   top.section("metrics", [&](MapReader& m) { readMetrics(m, &c->metrics); });
   top.section("log", [&](MapReader& m) { readLog(m, &c->log); });

@@ -10,5 +10,10 @@ namespace tent::config::detail {
 // Reads every top-level section into `config`, cross-field checks included.
 // The caller calls top.finish() (unknown top-level keys) afterwards.
 void readConfig(MapReader& top, Config* config);
+// The `metadata` section (parse_metadata.cc).
+void readMetadata(MapReader& m, MetadataConfig* metadata);
+// The text rules parse.cc keeps, for the other schema files.
+bool isHostPort(std::string_view s);
+bool isHost(std::string_view s);
 
 }  // namespace tent::config::detail

@@ -127,6 +127,14 @@ Result<SegmentId> TransferEngineImpl::openSegment(const std::string& name) {
   return transport_->openSegment(name);
 }
 
+Result<std::string> TransferEngineImpl::localMetadata() {
+  return transport_->control().localMetadata();
+}
+
+Result<SegmentId> TransferEngineImpl::addRemoteMetadata(std::string_view blob) {
+  return transport_->control().addRemoteMetadata(blob);
+}
+
 Status TransferEngineImpl::closeSegment(SegmentId id) {
   return transport_->closeSegment(id);
 }

@@ -40,6 +40,8 @@ class TransferEngineImpl final : public TransferEngine {
                                UnregisterMode mode = UnregisterMode::kFailIfInUse) override;
   Result<SegmentId> openSegment(const std::string& name) override;
   Status closeSegment(SegmentId id) override;
+  Result<std::string> localMetadata() override;
+  Result<SegmentId> addRemoteMetadata(std::string_view blob) override;
   Result<std::vector<SegmentBufferInfo>> segmentBuffers(SegmentId id) override;
   Result<BatchId> allocateBatch(size_t capacity) override;
   Status freeBatch(BatchId batch) override;

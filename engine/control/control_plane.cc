@@ -12,7 +12,9 @@
 #include "model/rdma_context.h"
 #include "model/segment_table.h"
 #include "net/address.h"
+#include "fleet/registry.h"
 #include "tent/log.h"
+#include "wire/segment_descriptor.h"
 
 namespace tent::control {
 
@@ -89,6 +91,7 @@ Status ControlPlane::init() {
   if (!server.ok()) return server.status().withContext("control listener");
   server_ = std::move(server).value();
   segment_name_ = joinHostPort(b.advertise_host.empty() ? host : b.advertise_host, server_->port());
+  TENT_RETURN_IF_ERROR(startFleet(host));
   instance_ = std::random_device{}() | (uint64_t{std::random_device{}()} << 32) | 1;
   deps_.local.setIdentity(segment_name_, instance_);
   passive_ = std::make_unique<PassiveEndpoints>(*this);
@@ -111,7 +114,9 @@ Status ControlPlane::init() {
                                      [this, own](Completer<Result<SegmentId>> done) {
                                        peers_->startLocal(segment_name_, own, std::move(done));
                                      });
-  return up.ok() ? Status::OK() : up.status();
+  if (!up.ok()) return up.status();
+  startRegistration();
+  return Status::OK();
 }
 
 uint64_t ControlPlane::openBudgetNs() const noexcept {
@@ -132,7 +137,8 @@ void ControlPlane::shutdown() {
   if (shut_down_.exchange(true) || !loop_) return;
   cancelWaits();  // no call waits on the loop from here on, none starts
   // Everything the loop owns is torn down on the loop, then it stops.
-  loop_->post([this] {
+  auto teardown = [this] {
+    registry_.reset();
     peers_->closeAll();
     server_->closeAll();
     endpoints_.reset();  // frees every active endpoint: the pollers are detached
@@ -140,6 +146,19 @@ void ControlPlane::shutdown() {
     peers_->reclaimAll();
     loop_->remove(deps_.requests.wakeFd());
     loop_->stop();
+  };
+  loop_->post([this, teardown] {
+    if (!registry_) return teardown();
+    // Our entry is revoked first (peers' watches see us go at once), within one
+    // request budget; the teardown runs once, whichever comes first.
+    auto once = std::make_shared<bool>(false);
+    auto finish = [this, once, teardown] {
+      if (*once) return;
+      *once = true;
+      loop_->post(teardown);
+    };
+    loop_->addTimer(clock::monotonicNs() + lookupBudgetNs(), finish);
+    registry_->stop(finish);
   });
   loop_->join();
 }
@@ -170,6 +189,7 @@ void ControlPlane::reclaim() {
 Result<SegmentId> ControlPlane::openSegment(const std::string& name) {
   if (stopped_.load()) return Status::FailedPrecondition("engine is closing");
   if (name == segment_name_) return LOCAL_SEGMENT_ID;
+  if (registry_) return openThroughEtcd(name);
   std::string host;
   uint16_t port = 0;
   TENT_RETURN_IF_ERROR(splitHostPort(name, &host, &port));
@@ -220,6 +240,7 @@ void ControlPlane::localChanged() {
   // A Timeout here (a stalled loop) leaves the task queued: it still runs.
   Status s = call<Status>("publish the local descriptor", [this] {
     peers_->localChanged();
+    if (registry_) registry_->updateOwn(deps_.local.encodedDescriptor(metadata::kDescriptorVersion));
     server_->pushDescriptor([this](uint16_t v) { return deps_.local.encodedDescriptor(v); });
     return Status::OK();
   });
@@ -245,6 +266,7 @@ void ControlPlane::fillStats(EngineStats* out) const {
   out->control.deadline_closures = get(counters_.deadline_closures);
   out->control.sessions_evicted = get(counters_.sessions_evicted);
   out->control.source_cap_hits = get(counters_.source_cap_hits);
+  fillFleetStats(out);
 }
 
 }  // namespace tent::control

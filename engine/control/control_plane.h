@@ -36,6 +36,12 @@ class LocalMemory;
 struct SegmentRecord;
 }  // namespace tent::rdma
 
+namespace tent::fleet {
+class Registry;
+struct FleetCounters;
+struct Entry;
+}  // namespace tent::fleet
+
 namespace tent::control {
 
 class EndpointManager;
@@ -78,6 +84,10 @@ class ControlPlane {
   // connect_timeout_ms + io_timeout_ms for an open, io_timeout_ms for the others) ----
   Result<SegmentId> openSegment(const std::string& name);
   Status closeSegment(SegmentId id);
+  // The metadata blob (fleet/entry.h): ours, and a peer's opened without fetching its
+  // descriptor from its control port. See TransferEngine::localMetadata.
+  Result<std::string> localMetadata();
+  Result<SegmentId> addRemoteMetadata(std::string_view blob);
   // Fetches the peer's descriptor again and waits for it.
   Status refreshSegment(SegmentId id);
   // Asks for a refetch without waiting (a request missed the cached descriptor).
@@ -103,6 +113,9 @@ class ControlPlane {
   const Secret& secret() const noexcept { return secret_; }
   EndpointManager& endpoints() noexcept { return *endpoints_; }
   PeerSegments& peers() noexcept { return *peers_; }
+  // metadata.backend etcd: the registry (nullptr with p2p).
+  fleet::Registry* registry() noexcept { return registry_.get(); }
+  fleet::FleetCounters& fleetCounters() noexcept { return *fleet_counters_; }
   // Polls draining endpoints and retired records (1 ms steps while any is pending).
   void armReclaim();
   void reclaim();
@@ -136,6 +149,15 @@ class ControlPlane {
   std::unique_ptr<PeerSegments> peers_;
   std::unique_ptr<EventLoop::Handler> requests_handler_;
   uint64_t openBudgetNs() const noexcept;
+  Status startFleet(const std::string& host);
+  void startRegistration();
+  uint64_t lookupBudgetNs() const noexcept;
+  void fillFleetStats(EngineStats* out) const;
+  void onPeerEntry(const fleet::Entry& entry);
+  Result<SegmentId> openThroughEtcd(const std::string& name);
+  std::unique_ptr<fleet::FleetCounters> fleet_counters_;
+  std::unique_ptr<fleet::Registry> registry_;  // after loop_: destroyed before it
+  std::string advertised_address_;            // host:port of our listener, as peers dial it
 
   std::atomic<bool> stopped_{false};    // no new calls (cancelWaits)
   std::atomic<bool> shut_down_{false};  // the loop is stopped (shutdown)

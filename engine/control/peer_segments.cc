@@ -30,6 +30,9 @@ struct PeerSegments::Peer {
   uint32_t failures = 0;
   uint64_t reconnect_timer = 0;
   uint64_t open_deadline_ns = 0;  // a first open retries transient refusals until then
+  uint64_t instance = 0;           // from an etcd entry or a blob; 0: not known
+  std::vector<uint8_t> known_descriptor;  // from an entry or a blob: not fetched
+  bool parked = false;             // its entry is gone: no reconnect until it is back
   std::unique_ptr<SessionListener> listener;
   std::unique_ptr<ClientSession> session;
   rdma::SegmentRecord* record = nullptr;
@@ -175,7 +178,8 @@ void PeerSegments::localChanged() {
   installLocal();
 }
 
-void PeerSegments::open(const std::string& name, const SocketAddress& address, OpenDone done) {
+void PeerSegments::open(const std::string& name, const SocketAddress& address, OpenDone done,
+                        uint64_t instance, std::vector<uint8_t> descriptor) {
   if (auto known = by_name_.find(name); known != by_name_.end()) {
     Peer* p = find(known->second);
     if (p->record && p->record->up.load(std::memory_order_acquire)) return done(p->id);
@@ -194,6 +198,8 @@ void PeerSegments::open(const std::string& name, const SocketAddress& address, O
   p->id = *id;
   p->name = name;
   p->address = address;
+  p->instance = instance;
+  p->known_descriptor = std::move(descriptor);
   p->openers.push_back(std::move(done));
   p->open_deadline_ns =
       clock::monotonicNs() + uint64_t{plane_.config().bootstrap.connect_timeout_ms} * 1'000'000;
@@ -201,6 +207,80 @@ void PeerSegments::open(const std::string& name, const SocketAddress& address, O
   peers_[*id] = std::move(p);
   by_name_[name] = *id;
   connect(ref);
+}
+
+void PeerSegments::openKnown(const std::string& name, const SocketAddress& address,
+                             uint64_t instance, std::vector<uint8_t> descriptor, OpenDone done) {
+  if (by_name_.count(name) == 0)
+    return open(name, address, std::move(done), instance, std::move(descriptor));
+  Peer* p = find(by_name_[name]);
+  if (instance != 0 && p->instance != 0 && instance != p->instance) {
+    readdress(name, address, instance, std::move(descriptor));
+  }
+  open(name, address, std::move(done));
+}
+
+std::optional<SegmentId> PeerSegments::upId(const std::string& name) {
+  auto known = by_name_.find(name);
+  if (known == by_name_.end()) return std::nullopt;
+  Peer* p = find(known->second);
+  if (p && p->record && p->record->up.load(std::memory_order_acquire)) return p->id;
+  return std::nullopt;
+}
+
+bool PeerSegments::readdress(const std::string& name, const SocketAddress& address,
+                             uint64_t instance, std::vector<uint8_t> descriptor) {
+  auto known = by_name_.find(name);
+  if (known == by_name_.end()) return false;
+  Peer* p = find(known->second);
+  if (p == nullptr || p->local) return false;
+  if (p->instance == instance && !p->parked) {
+    // The same peer put its entry again (its memory changed): a newer descriptor.
+    if (!descriptor.empty() && p->record && session(p->id)) {
+      p->known_descriptor = descriptor;
+      Status s = install(*p, std::move(descriptor), /*new_record=*/false);
+      if (!s.ok()) TENT_WARN(kEngine, "segment %s: %s", name.c_str(), s.toString().c_str());
+    }
+    return false;
+  }
+  TENT_INFO(kEngine, "segment %s: registered again by another instance; reconnecting to it",
+            name.c_str());
+  p->address = address;
+  p->instance = instance;
+  p->known_descriptor = std::move(descriptor);
+  p->parked = false;
+  p->failures = 0;
+  if (p->record) {  // nothing more is posted to the old instance's endpoints
+    p->record->up.store(false, std::memory_order_release);
+    p->record->retry_at_ns.store(clock::engineNowNs(), std::memory_order_release);
+    plane_.endpoints().retireAll(*p->record);
+  }
+  restartSession(*p);
+  return true;
+}
+
+bool PeerSegments::expire(const std::string& name) {
+  auto known = by_name_.find(name);
+  if (known == by_name_.end()) return false;
+  Peer* p = find(known->second);
+  if (p == nullptr || p->local || (p->session && p->session->up())) return false;
+  if (p->reconnect_timer) plane_.loop().cancelTimer(p->reconnect_timer);
+  p->reconnect_timer = 0;
+  p->parked = true;
+  return true;
+}
+
+// Closes the current session (if any) without the down path's backoff, and connects
+// to the peer's current address now.
+void PeerSegments::restartSession(Peer& p) {
+  if (p.reconnect_timer) plane_.loop().cancelTimer(p.reconnect_timer);
+  p.reconnect_timer = 0;
+  if (p.session) {
+    p.closing = true;
+    p.session->close(Status::Canceled("peer re-resolved"));
+    p.closing = false;
+  }
+  connect(p);
 }
 
 void PeerSegments::abandonOpen(const std::string& name) {
@@ -222,6 +302,13 @@ void PeerSegments::connect(Peer& p) {
   options.io_timeout_ns = uint64_t{b.io_timeout_ms} * 1'000'000;
   options.keepalive_ns = uint64_t{b.keepalive_ms} * 1'000'000;
   options.peer_timeout_ns = uint64_t{b.peer_timeout_ms} * 1'000'000;
+  options.fetch_descriptor = p.known_descriptor.empty() || p.local;
+  if (p.session) {  // a session replaced before it reported down: destroyed later
+    p.closing = true;
+    p.session->close(Status::Canceled("session replaced"));
+    p.closing = false;
+    plane_.loop().post([s = std::shared_ptr<ClientSession>(std::move(p.session))] {});
+  }
   if (!p.listener) p.listener = std::make_unique<SessionListener>(*this, p.id);
   p.session = std::make_unique<ClientSession>(plane_.loop(), p.name, p.address, plane_.secret(),
                                               options, plane_.counters(), *p.listener);
@@ -254,6 +341,7 @@ void PeerSegments::onUp(Peer& p, std::vector<uint8_t> descriptor) {
   if (p.local) {  // the record is ours and current: the session carries bootstraps only
     p.record->up.store(true, std::memory_order_release);
   } else {
+    if (descriptor.empty()) descriptor = p.known_descriptor;
     Status s = install(p, std::move(descriptor), /*new_record=*/true);
     if (!s.ok()) return p.session->close(s);
   }
@@ -309,6 +397,7 @@ void PeerSegments::onDown(Peer& p, const Status& why) {
     p.record->up.store(false, std::memory_order_release);
     plane_.endpoints().retireAll(*p.record);
   }
+  if (p.parked) return;  // its entry is gone: a new one (watch) reconnects it
   TENT_INFO(kEngine, "segment %s: control session lost (%s); reconnecting in %lu ms",
             p.name.c_str(), why.toString().c_str(), static_cast<unsigned long>(delay / 1'000'000));
   const SegmentId id = p.id;

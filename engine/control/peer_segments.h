@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <future>
 #include <map>
+#include <optional>
 #include <memory>
 #include <random>
 #include <string>
@@ -38,7 +39,25 @@ class PeerSegments {
   // session is up (or with the error of its first attempt).
   void startLocal(const std::string& own_name, const SocketAddress& own_address, OpenDone up);
   // `done` is answered once: with the id when the session is up, or with the error.
-  void open(const std::string& name, const SocketAddress& address, OpenDone done);
+  // `instance` and `descriptor` (optional): see openKnown.
+  void open(const std::string& name, const SocketAddress& address, OpenDone done,
+            uint64_t instance = 0, std::vector<uint8_t> descriptor = {});
+  // An open whose descriptor is known already (an etcd entry, a metadata blob): the
+  // session skips fetching it. `instance` identifies the peer process it came from.
+  void openKnown(const std::string& name, const SocketAddress& address, uint64_t instance,
+                 std::vector<uint8_t> descriptor, OpenDone done);
+  // The id of `name` when it is open and up (nothing to look up).
+  std::optional<SegmentId> upId(const std::string& name);
+  // A watch saw `name` registered by another instance (the peer restarted, maybe on
+  // another port): its endpoints are retired now and the session goes to the new
+  // address at once. False when `name` is not open or the instance is the one we have.
+  bool readdress(const std::string& name, const SocketAddress& address, uint64_t instance,
+                 std::vector<uint8_t> descriptor);
+  // A watch saw `name`'s entry go (lease expired, peer closed). A session that is down
+  // stops reconnecting to the old address until an entry comes back; one that is up
+  // is left alone (the peer answers; its liveness is the session's and the data
+  // path's). True when it was stopped.
+  bool expire(const std::string& name);
   // Every caller waiting to open `name` gave up (its call timed out or was canceled):
   // a segment that was never up is dropped, as a failed open leaves nothing behind.
   void abandonOpen(const std::string& name);
@@ -61,6 +80,7 @@ class PeerSegments {
   class SessionListener;
   Peer* find(SegmentId id) noexcept;
   void connect(Peer& p);
+  void restartSession(Peer& p);
   void onUp(Peer& p, std::vector<uint8_t> descriptor);
   void onUpdate(Peer& p, std::vector<uint8_t> descriptor);
   void onDown(Peer& p, const Status& why);

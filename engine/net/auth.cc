@@ -80,6 +80,12 @@ metadata::Mac Secret::clientProof(const metadata::Nonce& client,
   return hmac(bytesOf(key_), labelled("tent-client", server, client));
 }
 
+metadata::Mac Secret::tag(std::string_view label, std::span<const uint8_t> data) const {
+  std::vector<uint8_t> v(label.begin(), label.end());
+  v.insert(v.end(), data.begin(), data.end());
+  return hmac(bytesOf(key_), v);
+}
+
 std::vector<uint8_t> Secret::sessionKey(const metadata::Nonce& client,
                                         const metadata::Nonce& server) const {
   metadata::Mac k = hmac(bytesOf(key_), labelled("tent-session", client, server));

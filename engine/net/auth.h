@@ -17,6 +17,7 @@
 #include <cstdint>
 #include <span>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "wire/control_frames.h"
@@ -39,6 +40,8 @@ class Secret {
   metadata::Mac clientProof(const metadata::Nonce& client, const metadata::Nonce& server) const;
   std::vector<uint8_t> sessionKey(const metadata::Nonce& client,
                                   const metadata::Nonce& server) const;
+  // HMAC(K, label | data): tags data kept outside a session (fleet entries in etcd).
+  metadata::Mac tag(std::string_view label, std::span<const uint8_t> data) const;
 
  private:
   std::string key_;

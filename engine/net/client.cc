@@ -114,7 +114,15 @@ void ClientSession::onOpen() {
   state_ = State::kOpen;
   conn_->setMaxPayload(metadata::kMaxControlPayload);
   conn_->setDeadline(0, "");
+  if (!options_.fetch_descriptor) {
+    reported_up_ = true;
+    armKeepalive();
+    listener_.onSessionUp(*this, {});
+    sendNext();
+    return;
+  }
   // The first request of every session: the descriptor, and with it the session is up.
+  ControlCounters::bump(stats_.descriptor_fetches);
   in_flight_.push_front(Pending{
       FrameType::kGetDescriptor, {}, [this](Result<Reply> r) {
         if (!r.ok()) return fail(r.status());

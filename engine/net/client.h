@@ -30,6 +30,9 @@ struct ClientOptions {
   uint64_t keepalive_ns = 1'000'000'000;
   // Once up, no answer for this long fails the session; 0: io_timeout_ns (no slack).
   uint64_t peer_timeout_ns = 0;
+  // false: the descriptor is known already (a metadata blob, an etcd entry): the
+  // session is up once authenticated, and onSessionUp gets no bytes.
+  bool fetch_descriptor = true;
 };
 
 class ClientSession final : public Connection::Owner {

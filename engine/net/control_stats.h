@@ -16,6 +16,8 @@ struct ControlCounters {
   std::atomic<uint64_t> source_cap_hits{0};   // connections from a source at its cap
   // Client sessions that missed io_timeout and stayed up (slow, not down): each time.
   std::atomic<uint64_t> sessions_slow{0};
+  // Descriptors fetched from peers' control ports (a session's first request).
+  std::atomic<uint64_t> descriptor_fetches{0};
 
   static void bump(std::atomic<uint64_t>& c, int64_t by = 1) noexcept {
     c.fetch_add(static_cast<uint64_t>(by), std::memory_order_relaxed);

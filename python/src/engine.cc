@@ -212,6 +212,19 @@ SegmentId Engine::openSegment(py::handle name) {
   return call([&](TransferEngine& e) { return e.openSegment(n); });
 }
 
+py::bytes Engine::localMetadata() {
+  return py::bytes(call([&](TransferEngine& e) { return e.localMetadata(); }));
+}
+
+SegmentId Engine::addRemoteMetadata(py::handle blob) {
+  if (!py::isinstance<py::bytes>(blob) && !py::isinstance<py::bytearray>(blob))
+    throw py::type_error("blob: expected bytes (another engine's local_metadata())");
+  const std::string bytes = py::isinstance<py::bytes>(blob)
+                                ? std::string(py::reinterpret_borrow<py::bytes>(blob))
+                                : std::string(py::reinterpret_borrow<py::bytearray>(blob));
+  return call([&](TransferEngine& e) { return e.addRemoteMetadata(bytes); });
+}
+
 void Engine::closeSegment(py::handle segment) {
   const SegmentId id = toU64(segment, "segment");
   call([&](TransferEngine& e) { return e.closeSegment(id); });

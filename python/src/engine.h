@@ -41,6 +41,8 @@ class Engine {
   void unregisterMemory(py::handle buf, py::handle cancel);
 
   SegmentId openSegment(py::handle name);
+  py::bytes localMetadata();
+  SegmentId addRemoteMetadata(py::handle blob);
   void closeSegment(py::handle segment);
   py::list segmentBuffers(py::handle segment);
 

@@ -110,7 +110,14 @@ void bindMemoryAndSegments(py::class_<Engine>& c) {
            "(FailedPrecondition, naming how many) and keeps holding buf; cancel=True "
            "cancels them and returns once they are drained. On return buf is released.")
       .def("open_segment", &Engine::openSegment, py::arg("name"),
-           "Opens a peer's segment by its 'host:port' name; returns its id.")
+           "Opens a peer's segment by its name ('host:port', or with metadata.backend etcd the "
+           "name it registered); returns its id.")
+      .def("local_metadata", &Engine::localMetadata,
+           "This engine's segment as bytes (descriptor, address, name; signed when "
+           "bootstrap.auth is set), for a peer's add_remote_metadata.")
+      .def("add_remote_metadata", &Engine::addRemoteMetadata, py::arg("blob"),
+           "Opens the segment another engine's local_metadata() describes, without "
+           "fetching its descriptor from its control port; returns its id.")
       .def("close_segment", &Engine::closeSegment, py::arg("segment"))
       .def("segment_buffers", &Engine::segmentBuffers, py::arg("segment"),
            "[{'addr', 'length', 'location'}] of an open segment (LOCAL_SEGMENT_ID: ours).");

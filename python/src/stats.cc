@@ -23,6 +23,10 @@ inline py::object toPy(double v) {
   return py::float_(v);
 }
 py::object toPy(const std::string& v);
+py::object toPy(bool v) {
+  return py::bool_(v);
+}
+py::object toPy(const FleetStats& s);
 template <typename T>
 py::object toPy(const std::vector<T>& v);
 template <typename T>
@@ -108,7 +112,18 @@ py::object toPy(const ControlStats& s) {
   return Fields()("connections_open", s.connections_open)(
              "connections_refused", s.connections_refused)("auth_failures", s.auth_failures)(
              "frames_rejected", s.frames_rejected)("deadline_closures", s.deadline_closures)(
-             "sessions_evicted", s.sessions_evicted)("source_cap_hits", s.source_cap_hits)
+             "sessions_evicted", s.sessions_evicted)("source_cap_hits", s.source_cap_hits)(
+             "descriptor_fetches", s.descriptor_fetches)
+      .dict();
+}
+
+py::object toPy(const FleetStats& s) {
+  return Fields()("backend", s.backend)("store_up", s.store_up)("registrations", s.registrations)(
+             "lease_renewals", s.lease_renewals)("store_errors", s.store_errors)(
+             "lookups", s.lookups)("lookups_refused_away", s.lookups_refused_away)(
+             "entries_refused", s.entries_refused)("watch_events", s.watch_events)(
+             "watch_restarts", s.watch_restarts)("peers_readdressed", s.peers_readdressed)(
+             "peers_expired", s.peers_expired)("blobs_added", s.blobs_added)
       .dict();
 }
 
@@ -133,8 +148,9 @@ py::dict statsToDict(const EngineStats& s) {
   return Fields()("provider", s.provider)("link_model", s.link_model)("paths", s.paths)(
              "devices", s.devices)("lcores", s.lcores)("worker", s.worker)("direct", s.direct)(
              "deadlines", s.deadlines)("resources", s.resources)("control", s.control)(
-             "bytes_transferred", s.bytes_transferred)("bytes_per_device", s.bytes_per_device)(
-             "bytes_per_intent", s.bytes_per_intent)("tsc_hz", s.tsc_hz)
+             "fleet", s.fleet)("bytes_transferred", s.bytes_transferred)(
+             "bytes_per_device", s.bytes_per_device)("bytes_per_intent", s.bytes_per_intent)(
+             "tsc_hz", s.tsc_hz)
       .dict();
 }
 
@@ -147,6 +163,7 @@ py::dict statsFieldCounts() {
   d["deadlines"] = fieldCount<DeadlineStats>();
   d["resources"] = fieldCount<ResourceStats>();
   d["control"] = fieldCount<ControlStats>();
+  d["fleet"] = fieldCount<FleetStats>();
   return d;
 }
 

@@ -115,6 +115,26 @@ def _listen_settings(local_hostname):
     return settings
 
 
+def _metadata_settings(local_hostname, metadata_server):
+    """metadata keys for Mooncake's metadata_server: P2PHANDSHAKE (None: p2p, segments
+    named host:port) or etcd://host:port[,host:port] (segments named local_hostname,
+    with or without a port, registered in etcd)."""
+    if metadata_server == P2PHANDSHAKE:
+        return None
+    if isinstance(metadata_server, str) and metadata_server.startswith("etcd://"):
+        endpoints = [e.strip() for e in metadata_server[len("etcd://"):].split(",") if e.strip()]
+        if not endpoints or any(e.count(":") != 1 or "/" in e for e in endpoints):
+            raise tent.Error(
+                "InvalidArgument",
+                f"metadata_server {metadata_server!r}: expected etcd://host:port[,host:port]")
+        return {"backend": "etcd", "name": local_hostname, "etcd": {"endpoints": endpoints}}
+    raise tent.Error(
+        "NotSupported",
+        f"metadata_server {metadata_server!r}: tent.mooncake supports {P2PHANDSHAKE!r} "
+        "(peer-to-peer: segments are named host:port) and etcd://host:port[,host:port]; "
+        "redis and http metadata servers are not implemented")
+
+
 def _length(n):
     n = operator.index(n)
     if n < 0:
@@ -185,19 +205,23 @@ class TransferEngine:
     def initialize(self, local_hostname, metadata_server, protocol, device_name):
         if self._engine is not None:
             raise tent.Error("FailedPrecondition", "already initialized")
-        if metadata_server != P2PHANDSHAKE:
-            raise tent.Error(
-                "NotSupported",
-                f"metadata_server {metadata_server!r}: tent.mooncake supports only "
-                f"{P2PHANDSHAKE!r} (peer-to-peer: segments are named host:port); etcd, "
-                "redis and http metadata servers are not implemented")
+        metadata = _metadata_settings(local_hostname, metadata_server)
         if protocol != "rdma":
             raise tent.Error(
                 "NotSupported",
                 f"protocol {protocol!r}: tent moves bytes over RDMA only (verbs, or its soft "
                 "emulation where no NIC exists); use 'rdma'")
         base = _config_dict(self._config)
-        override = {"bootstrap": _listen_settings(local_hostname)}
+        if metadata is None:
+            override = {"bootstrap": _listen_settings(local_hostname)}
+        else:
+            # etcd: local_hostname is a name; a host that resolves is also where the
+            # listener binds, otherwise the config's bootstrap.listen (127.0.0.1:0).
+            override = {"metadata": metadata}
+            try:
+                override["bootstrap"] = _listen_settings(local_hostname)
+            except (OSError, UnicodeError):
+                pass
         devices = [d.strip() for d in device_name.split(",") if d.strip()]
         if devices:
             fabric = {"verbs": {"devices": devices}}

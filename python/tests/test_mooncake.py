@@ -48,8 +48,10 @@ def free_port():
 def test_initialize():
     e = TransferEngine(config())
     assert e.get_rpc_port() == -1  # not initialized
-    assert e.initialize("127.0.0.1", "etcd://127.0.0.1:2379", "rdma", "") == -1
-    assert "P2PHANDSHAKE" in e.last_error
+    assert e.initialize("127.0.0.1", "redis://127.0.0.1:6379", "rdma", "") == -1
+    assert "P2PHANDSHAKE" in e.last_error and "etcd://" in e.last_error
+    assert e.initialize("127.0.0.1", "etcd://", "rdma", "") == -1
+    assert "etcd://host:port" in e.last_error
     assert e.initialize("127.0.0.1", P2PHANDSHAKE, "tcp", "") == -1
     assert "'tcp'" in e.last_error
     port = free_port()
@@ -63,6 +65,18 @@ def test_initialize():
     assert named.get_engine().stats()["devices"] == ["mlx5_0", "mlx5_1"]
     assert named.get_engine().segment_name == f"localhost:{named.get_rpc_port()}"
     named.close()
+
+
+def test_initialize_etcd_takes_a_name_without_a_port():
+    # etcd mode: the name is only a name; the engine picks its port. Registration is
+    # not waited for (no etcd needs to run here: the engine keeps retrying).
+    e = TransferEngine(config())
+    assert e.initialize("prefill-0", f"etcd://127.0.0.1:{free_port()},127.0.0.1:{free_port()}",
+                        "rdma", "") == 0, e.last_error
+    assert e.get_engine().segment_name == "prefill-0"
+    fleet = e.get_engine().stats()["fleet"]
+    assert fleet["backend"] == "etcd"
+    e.close()
 
 
 def test_buffer_io(mc, managed):

@@ -141,7 +141,7 @@ def test_stats_has_every_engine_stats_field(engine):
     s = engine.stats()
     counts = tent._tent._stats_field_counts()
     assert len(s) == counts["EngineStats"]
-    for section in ("worker", "direct", "deadlines", "resources", "control"):
+    for section in ("worker", "direct", "deadlines", "resources", "control", "fleet"):
         assert len(s[section]) == counts[section], section
     assert len(s["lcores"][0]) == counts["lcores"]
     assert s["provider"] == "soft" and s["devices"] == ["soft0", "soft1"]
@@ -231,3 +231,16 @@ def test_second_engine_in_this_process(engine, local):
     with pytest.raises(tent.Error) as e:
         tent.TransferEngine(config(eal={"mode": "eal", "memory_mb": 128}))
     assert e.value.code == "FailedPrecondition" and "cannot be re-initialised" in e.value.message
+
+
+def test_metadata_blob(engine):
+    blob = engine.local_metadata()
+    assert isinstance(blob, bytes) and len(blob) > 0
+    # Our own blob names our own segment.
+    assert engine.add_remote_metadata(blob) == tent.LOCAL_SEGMENT_ID
+    assert engine.add_remote_metadata(bytearray(blob)) == tent.LOCAL_SEGMENT_ID
+    with pytest.raises(tent.Error):
+        engine.add_remote_metadata(b"not a blob")
+    with pytest.raises(TypeError):
+        engine.add_remote_metadata("text")
+    assert engine.stats()["fleet"]["backend"] == "p2p"

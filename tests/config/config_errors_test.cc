@@ -90,7 +90,7 @@ TEST(ConfigErrors, UnknownKeysListWhatIsAllowedThere) {
                "workerz",
                {"unknown key",
                 "allowed top-level keys: eal, fabric, topology, lcores, lcore_auto, endpoints, "
-                "workers, direct, bootstrap, timeouts, metrics, log"}});
+                "workers, direct, bootstrap, metadata, timeouts, metrics, log"}});
   expectError({"nested",
                "fabric:\n  soft:\n    max_mr: 4\n",
                3,
@@ -570,6 +570,36 @@ TEST(ConfigErrors, ReplacedKeyNamesItsReplacement) {
                2,
                "workers.post_batch",
                {"replaced by workers.burst"}});
+}
+
+// metadata (issue 25): each bad value names its key, line and what is allowed.
+TEST(ConfigErrors, MetadataKeys) {
+  expectError({"unknown backend", "metadata:\n  backend: zookeeper\n", 2, "metadata.backend",
+               {"p2p", "etcd", "zookeeper"}});
+  expectError({"etcd without endpoints", "metadata:\n  backend: etcd\n", 2, "metadata.backend",
+               {"metadata.etcd.endpoints"}});
+  expectError({"endpoint without port",
+               "metadata:\n  backend: etcd\n  etcd:\n    endpoints: [\"a:1\", \"b\"]\n", 4,
+               "metadata.etcd.endpoints[1]", {"host:port of an etcd member", "'b'"}});
+  expectError({"port 0", "metadata:\n  etcd:\n    endpoints: [\"h:0\"]\n", 3,
+               "metadata.etcd.endpoints[0]", {"port in [1, 65535]"}});
+  expectError({"duplicate endpoint", "metadata:\n  etcd:\n    endpoints: [\"h:1\", \"h:1\"]\n",
+               3, "metadata.etcd.endpoints[1]", {"duplicate endpoint 'h:1'", "endpoints[0]"}});
+  expectError({"prefix without slash", "metadata:\n  etcd:\n    prefix: tent\n", 3,
+               "metadata.etcd.prefix", {"starting with '/'"}});
+  expectError({"ttl too short", "metadata:\n  etcd:\n    lease_ttl_s: 1\n", 3,
+               "metadata.etcd.lease_ttl_s", {"[2, 3600]"}});
+  expectError({"retry order",
+               "metadata:\n  etcd:\n    retry_initial_ms: 900\n    retry_max_ms: 800\n", 3,
+               "metadata.etcd.retry_initial_ms", {"must not exceed retry_max_ms (800)"}});
+  expectError({"user without password", "metadata:\n  etcd:\n    user: root\n", 3,
+               "metadata.etcd.user", {"password_file"}});
+  expectError({"cert without key", "metadata:\n  etcd:\n    tls:\n      cert_file: /c\n", 4,
+               "metadata.etcd.tls.cert_file", {"key_file"}});
+  expectError({"name with p2p", "metadata:\n  name: node-a\n", 2, "metadata.name",
+               {"backend: etcd"}});
+  expectError({"name with a slash", "metadata:\n  backend: etcd\n  name: a/b\n", 3,
+               "metadata.name", {"without spaces or '/'"}});
 }
 
 }  // namespace

@@ -21,7 +21,7 @@ using testing::srcDir;
 using testing::withSource;
 
 const char* const kExamples[] = {"default.yaml", "soft-2rail.yaml", "node-8rail.yaml",
-                                 "ci-manual.yaml", "tcp-host.yaml"};
+                                 "ci-manual.yaml", "tcp-host.yaml", "etcd.yaml"};
 
 std::shared_ptr<const Config> mustLoad(const std::string& path) {
   auto r = loadFile(path);
@@ -136,6 +136,16 @@ TEST(ConfigExamples, Node8RailPinsOneRailLcorePerNicAndFourBackground) {
   EXPECT_EQ(rails, 8u);
   EXPECT_EQ(background, 4u);
   EXPECT_EQ(c->bootstrap.advertise_host, "10.0.0.12");
+}
+
+TEST(ConfigExamples, EtcdRegistersANameWithEtcd) {
+  auto c = mustLoad(examplePath("etcd.yaml"));
+  EXPECT_EQ(c->metadata.backend, MetadataBackend::kEtcd);
+  EXPECT_EQ(c->metadata.name, "node-a");
+  EXPECT_EQ(c->metadata.etcd.endpoints, std::vector<std::string>{"127.0.0.1:2379"});
+  EXPECT_EQ(c->metadata.etcd.prefix, "/tent/");
+  EXPECT_EQ(c->metadata.etcd.lease_ttl_s, 10u);
+  EXPECT_EQ(toString(c->metadata.backend), "etcd");
 }
 
 TEST(ConfigExamples, CiManualUsesManualLcores) {

@@ -36,14 +36,15 @@ FLOORS = {
                              "topology", "base"],
     "engine/wire": ["fabric", "base"],
     "engine/net": ["wire", "base"],
+    "engine/fleet": ["net", "wire", "config", "base"],
     "engine/model": ["tent", "cuda", "fabric", "wire", "config", "topology", "lcore", "base"],
     "engine/datapath": ["model", "tent", "cuda", "fabric", "wire", "config", "topology", "lcore", "base"],
-    "engine/control": ["net", "model", "tent", "cuda", "fabric", "wire", "config", "topology", "lcore",
+    "engine/control": ["net", "fleet", "model", "tent", "cuda", "fabric", "wire", "config", "topology", "lcore",
                        "base"],
-    "engine/transport": ["control", "datapath", "net", "model", "tent", "cuda", "fabric", "wire",
+    "engine/transport": ["control", "datapath", "net", "fleet", "model", "tent", "cuda", "fabric", "wire",
                          "config", "topology", "lcore", "base"],
     "engine/metrics": ["tent", "base"],
-    "engine/api": ["transport", "metrics", "fabric/select", "control", "datapath", "net", "model",
+    "engine/api": ["transport", "metrics", "fabric/select", "control", "datapath", "net", "fleet", "model",
                    "tent", "cuda", "fabric", "wire", "config", "topology", "lcore", "base"],
 }
 # The prefix a folder's own headers are included with.

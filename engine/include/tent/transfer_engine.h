@@ -186,6 +186,24 @@ struct ControlStats {
   uint64_t deadline_closures = 0;    // connections closed for missing a read/write deadline
   uint64_t sessions_evicted = 0;     // idle sessions (holding no endpoint) closed for room
   uint64_t source_cap_hits = 0;      // connections from an address at its per-source cap
+  uint64_t descriptor_fetches = 0;   // descriptors fetched from peers' control ports
+};
+
+// Fleet metadata (metadata.backend; docs/engine.md, "Fleet metadata").
+struct FleetStats {
+  std::string backend;            // "p2p" or "etcd"
+  bool store_up = false;          // etcd: our entry is registered and the store answers
+  uint64_t registrations = 0;     // our entry put (first, and again after the store came back)
+  uint64_t lease_renewals = 0;
+  uint64_t store_errors = 0;      // etcd requests that failed on every member
+  uint64_t lookups = 0;           // entries read by openSegment
+  uint64_t lookups_refused_away = 0;  // openSegment failed at once: etcd unreachable
+  uint64_t entries_refused = 0;   // entries or blobs that did not verify (forged)
+  uint64_t watch_events = 0;      // peers' entries changed or removed
+  uint64_t watch_restarts = 0;
+  uint64_t peers_readdressed = 0;  // open segments re-resolved by a watch event
+  uint64_t peers_expired = 0;      // open segments marked down by a watch event
+  uint64_t blobs_added = 0;        // segments opened by addRemoteMetadata
 };
 
 struct EngineStats {
@@ -200,6 +218,7 @@ struct EngineStats {
   DeadlineStats deadlines;
   ResourceStats resources;
   ControlStats control;
+  FleetStats fleet;
   uint64_t bytes_transferred = 0;
   std::map<std::string, uint64_t> bytes_per_device;  // device name -> payload bytes moved
   // Payload bytes by Request::intent_type, indexed by its value (UNSPEC = 0 ...).
@@ -258,6 +277,19 @@ class TransferEngine {
   // Returns within bootstrap.connect_timeout_ms + io_timeout_ms (then Timeout).
   virtual Result<SegmentId> openSegment(const std::string& name) = 0;
   virtual Status closeSegment(SegmentId id) = 0;
+  // This engine's segment as bytes (descriptor, control address, name; signed with
+  // bootstrap.auth's secret when configured), for stacks that run their own
+  // handshake: the peer passes them to addRemoteMetadata.
+  virtual Result<std::string> localMetadata() {
+    return Status::NotSupported("localMetadata is not implemented by this engine");
+  }
+  // Opens a segment from another engine's localMetadata() without fetching its
+  // descriptor from its control port (the control session still carries bootstraps).
+  // A blob that does not verify is PermissionDenied (counted in fleet.entries_refused).
+  virtual Result<SegmentId> addRemoteMetadata(std::string_view blob) {
+    (void)blob;
+    return Status::NotSupported("addRemoteMetadata is not implemented by this engine");
+  }
   // The buffers registered in an open segment (LOCAL_SEGMENT_ID: ours), from the
   // cached descriptor. Tools such as tebench use it to find the peer's addresses.
   virtual Result<std::vector<SegmentBufferInfo>> segmentBuffers(SegmentId id) {
