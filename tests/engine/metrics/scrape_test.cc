@@ -47,7 +47,10 @@ Series expectedSeries(const EngineStats& s) {
   auto put = [&out](const std::string& name, uint64_t v, const Labels& labels = {}) {
     out[key(name, labels)] = static_cast<double>(v);
   };
-  put("tent_engine_info", 1, {{"provider", s.provider}, {"link_model", s.link_model}});
+  put("tent_engine_info", 1,
+      {{"provider", s.provider},
+       {"provider_choice", s.provider_choice},
+       {"link_model", s.link_model}});
   put("tent_worker_tasks_total", s.worker.tasks);
   put("tent_worker_slices_posted_total", s.worker.slices_posted);
   put("tent_worker_slices_completed_total", s.worker.slices_completed);
@@ -199,7 +202,11 @@ TEST_F(Scrape, SeriesCarryTheValuesStatsReports) {
   ASSERT_EQ(s.lcores.size(), 2u);
   EXPECT_GT(s.lcores[0].busy_cycles + s.lcores[1].busy_cycles, 0u);
   EXPECT_GE(expected[key("tent_direct_latency_seconds_count")], 1.0);
+  const std::string choice =
+      "configured (fabric.provider: " + std::string(testProviderName()) + ")";
+  EXPECT_EQ(s.provider_choice, choice);
   EXPECT_EQ(expected.count(key("tent_engine_info", {{"provider", std::string(testProviderName())},
+                                                    {"provider_choice", choice},
                                                     {"link_model", s.link_model}})),
             1u);
 
