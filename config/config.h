@@ -171,7 +171,7 @@ struct TcpFabricConfig {
 };
 
 struct FabricConfig {
-  // auto: verbs when a device exists, else soft
+  // auto: verbs when a device exists (and opens), else tcp; soft only when configured
   FabricProvider provider = FabricProvider::kAuto;
   SoftFabricConfig soft;
   VerbsFabricConfig verbs;

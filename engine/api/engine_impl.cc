@@ -19,9 +19,10 @@ Result<std::unique_ptr<TransferEngineImpl>> TransferEngineImpl::create(
   auto topo = topology::Topology::load(e->config_->topology);
   if (!topo.ok()) return topo.status().withContext("topology");
   e->topology_ = std::make_unique<topology::Topology>(std::move(topo).value());
-  auto provider = fabric::createProvider(e->config_->fabric, *e->topology_);
-  if (!provider.ok()) return provider.status().withContext("fabric");
-  e->provider_ = std::move(provider).value();
+  auto choice = fabric::chooseProvider(e->config_->fabric, *e->topology_);
+  if (!choice.ok()) return choice.status().withContext("fabric");
+  e->provider_ = std::move(choice->provider);
+  e->provider_choice_ = std::move(choice->reason);
   std::vector<topology::RailDevice> devices;
   for (size_t i = 0; i < e->provider_->deviceCount(); ++i) {
     const auto& info = e->provider_->device(i).info();
@@ -37,8 +38,9 @@ Result<std::unique_ptr<TransferEngineImpl>> TransferEngineImpl::create(
       return exporter.status().withContext(e->config_->source + ": metrics.listen");
     e->metrics_ = std::move(exporter).value();
   }
-  TENT_INFO(kEngine, "engine %s up: provider %s, %zu devices", e->transport_->segmentName().c_str(),
-            std::string(e->provider_->name()).c_str(), e->provider_->deviceCount());
+  TENT_INFO(kEngine, "engine %s up: provider %s (%s), %zu devices",
+            e->transport_->segmentName().c_str(), std::string(e->provider_->name()).c_str(),
+            e->provider_choice_.c_str(), e->provider_->deviceCount());
   return e;
 }
 
@@ -190,6 +192,7 @@ EngineStats TransferEngineImpl::stats() const {
   EngineStats out;
   transport_->fillStats(&out);
   out.tsc_hz = clock::tscHz();
+  out.provider_choice = provider_choice_;
   return out;
 }
 

@@ -10,12 +10,10 @@
 
 #include "api/batch_table.h"
 #include "config/config.h"
-#include "api/batch_table.h"
 #include "cuda/cuda_memory.h"
 #include "fabric/fabric.h"
 #include "metrics/exporter.h"
 #include "model/rdma_task.h"
-#include "transport/rdma_transport.h"
 #include "tent/transfer_engine.h"
 #include "topology/rail_map.h"
 #include "topology/topology.h"
@@ -74,6 +72,7 @@ class TransferEngineImpl final : public TransferEngine {
   std::shared_ptr<const config::Config> config_;
   std::unique_ptr<topology::Topology> topology_;
   std::unique_ptr<fabric::Provider> provider_;
+  std::string provider_choice_;  // why provider_ serves (fabric::ProviderChoice::reason)
   std::unique_ptr<topology::RailMap> rails_;
   std::unique_ptr<rdma::RdmaTransport> transport_;
   std::unique_ptr<metrics::Exporter> metrics_;  // reads stats(): stopped before the transport

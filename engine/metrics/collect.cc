@@ -294,8 +294,12 @@ pm::MetricFamily directLatency(const std::vector<uint64_t>& buckets, uint64_t su
 
 pm::MetricFamily info(const EngineStats& s) {
   pm::MetricFamily f =
-      family("tent_engine_info", "The fabric provider and its link model (value always 1)", kGauge);
-  add(&f, 1, {{"provider", s.provider}, {"link_model", s.link_model}});
+      family("tent_engine_info",
+             "The fabric provider, why it serves and its link model (value always 1)", kGauge);
+  add(&f, 1,
+      {{"provider", s.provider},
+       {"provider_choice", s.provider_choice},
+       {"link_model", s.link_model}});
   return f;
 }
 

@@ -118,9 +118,14 @@ Status RdmaTransport::planPollers() {
         rail_of_context_[c] = rail;
         claimed[c] = true;
       }
-      if (!matched)
-        TENT_WARN(kEngine, "lcore %zu: rail:%s names no device of this fabric", l,
-                  spec.device.c_str());
+      if (!matched) {
+        std::string names;
+        for (const auto& c : contexts_) names += (names.empty() ? "" : ", ") + c->name();
+        return Status::NotFound(config_->source + ": lcores[" + std::to_string(l) +
+                                "]: rail:" + spec.device + " names no device of the " +
+                                std::string(provider_.name()) + " provider (devices: " + names +
+                                ")");
+      }
     }
   }
   if (background_.empty())

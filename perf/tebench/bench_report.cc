@@ -136,8 +136,11 @@ std::string formatLcoreLayout(const std::vector<LcoreStatsView>& lcores) {
 
 std::string formatEngineHeader(const EngineStats& stats) {
   std::string out;
-  out += "# provider: " + stats.provider + "  devices: " +
-         (stats.devices.empty() ? std::string("(none)") : joined(stats.devices, ",")) + "\n";
+  out +=
+      "# provider: " + stats.provider +
+      (stats.provider_choice.empty() ? std::string() : " (" + stats.provider_choice + ")") +
+      "  devices: " + (stats.devices.empty() ? std::string("(none)") : joined(stats.devices, ",")) +
+      "\n";
   out +=
       "# link model: " + (stats.link_model.empty() ? std::string("(unknown)") : stats.link_model) +
       "\n";

@@ -145,12 +145,12 @@ constexpr size_t fieldCount() {
 }  // namespace
 
 py::dict statsToDict(const EngineStats& s) {
-  return Fields()("provider", s.provider)("link_model", s.link_model)("paths", s.paths)(
-             "devices", s.devices)("lcores", s.lcores)("worker", s.worker)("direct", s.direct)(
-             "deadlines", s.deadlines)("resources", s.resources)("control", s.control)(
-             "fleet", s.fleet)("bytes_transferred", s.bytes_transferred)(
-             "bytes_per_device", s.bytes_per_device)("bytes_per_intent", s.bytes_per_intent)(
-             "tsc_hz", s.tsc_hz)
+  return Fields()("provider", s.provider)("provider_choice", s.provider_choice)(
+             "link_model", s.link_model)("paths", s.paths)("devices", s.devices)(
+             "lcores", s.lcores)("worker", s.worker)("direct", s.direct)("deadlines", s.deadlines)(
+             "resources", s.resources)("control", s.control)("fleet", s.fleet)(
+             "bytes_transferred", s.bytes_transferred)("bytes_per_device", s.bytes_per_device)(
+             "bytes_per_intent", s.bytes_per_intent)("tsc_hz", s.tsc_hz)
       .dict();
 }
 

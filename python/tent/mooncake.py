@@ -135,6 +135,31 @@ def _metadata_settings(local_hostname, metadata_server):
         "redis and http metadata servers are not implemented")
 
 
+def _fabric_for(protocol, devices, fabric, listen):
+    """The fabric keys for Mooncake's protocol and device names over the config's.
+
+    'tcp' selects the tcp provider: its devices (the names given, else tcp0) listen on
+    local_hostname's address, unless the config lists tcp devices itself. 'rdma' selects
+    verbs with the named devices - a missing one fails, naming it and 'tcp' - except where
+    the config chose soft (tests, benchmarks): never a silent soft device named mlx5_0."""
+    if protocol == "tcp":
+        out = {"provider": "tcp"}
+        if not fabric.get("tcp", {}).get("devices"):
+            host = listen["listen"].rsplit(":", 1)[0]
+            tcp = {"devices": [{"name": d, "listen": f"{host}:0"} for d in devices or ["tcp0"]]}
+            out["tcp"] = tcp
+        return out
+    if fabric.get("provider") == "soft":
+        out = {"verbs": {"devices": devices}} if devices else {}
+        if devices and not fabric.get("soft", {}).get("devices"):
+            out["soft"] = {"devices": [{"name": d} for d in devices]}
+        return out
+    out = {"provider": "verbs"}
+    if devices:
+        out["verbs"] = {"devices": devices}
+    return out
+
+
 def _length(n):
     n = operator.index(n)
     if n < 0:
@@ -206,28 +231,29 @@ class TransferEngine:
         if self._engine is not None:
             raise tent.Error("FailedPrecondition", "already initialized")
         metadata = _metadata_settings(local_hostname, metadata_server)
-        if protocol != "rdma":
+        if protocol not in ("rdma", "tcp"):
             raise tent.Error(
                 "NotSupported",
-                f"protocol {protocol!r}: tent moves bytes over RDMA only (verbs, or its soft "
-                "emulation where no NIC exists); use 'rdma'")
+                f"protocol {protocol!r}: tent.mooncake supports 'rdma' (verbs on an RDMA NIC) "
+                "and 'tcp' (its tcp provider, for hosts without RDMA)")
         base = _config_dict(self._config)
+        listen = None
         if metadata is None:
-            override = {"bootstrap": _listen_settings(local_hostname)}
+            listen = _listen_settings(local_hostname)
+            override = {"bootstrap": listen}
         else:
             # etcd: local_hostname is a name; a host that resolves is also where the
             # listener binds, otherwise the config's bootstrap.listen (127.0.0.1:0).
             override = {"metadata": metadata}
             try:
-                override["bootstrap"] = _listen_settings(local_hostname)
+                listen = _listen_settings(local_hostname)
+                override["bootstrap"] = listen
             except (OSError, UnicodeError):
                 pass
+        if listen is None:
+            listen = {"listen": base.get("bootstrap", {}).get("listen", "127.0.0.1:0")}
         devices = [d.strip() for d in device_name.split(",") if d.strip()]
-        if devices:
-            fabric = {"verbs": {"devices": devices}}
-            if not base.get("fabric", {}).get("soft", {}).get("devices"):
-                fabric["soft"] = {"devices": [{"name": d} for d in devices]}
-            override["fabric"] = fabric
+        override["fabric"] = _fabric_for(protocol, devices, base.get("fabric", {}), listen)
         self._engine = tent.TransferEngine(_merge(base, override))
         return 0
 

@@ -52,7 +52,7 @@ def test_initialize():
     assert "P2PHANDSHAKE" in e.last_error and "etcd://" in e.last_error
     assert e.initialize("127.0.0.1", "etcd://", "rdma", "") == -1
     assert "etcd://host:port" in e.last_error
-    assert e.initialize("127.0.0.1", P2PHANDSHAKE, "tcp", "") == -1
+    assert e.initialize("127.0.0.1", P2PHANDSHAKE, "ucx", "") == -1
     assert "'tcp'" in e.last_error
     port = free_port()
     assert e.initialize(f"127.0.0.1:{port}", P2PHANDSHAKE, "rdma", "") == 0
@@ -77,6 +77,38 @@ def test_initialize_etcd_takes_a_name_without_a_port():
     fleet = e.get_engine().stats()["fleet"]
     assert fleet["backend"] == "etcd"
     e.close()
+
+
+def test_protocol_tcp_selects_the_tcp_provider_and_moves_bytes():
+    engines = [TransferEngine(config(fabric={})) for _ in range(2)]
+    for e in engines:
+        assert e.initialize("127.0.0.1", P2PHANDSHAKE, "tcp", "") == 0, e.last_error
+        s = e.get_engine().stats()
+        assert s["provider"] == "tcp" and s["devices"] == ["tcp0"], s
+        assert s["provider_choice"] == "configured (fabric.provider: tcp)"
+    src, dst = (e.allocate_managed_buffer(1 << 20) for e in engines)
+    data = bytes(pattern(1 << 20, 7))
+    assert engines[0].write_bytes_to_buffer(src, data, len(data)) == 0
+    peer = f"127.0.0.1:{engines[1].get_rpc_port()}"
+    assert engines[0].transfer_sync_write(peer, src, dst, len(data)) == 0, engines[0].last_error
+    assert engines[1].read_bytes_from_buffer(dst, len(data)) == data
+    for e in engines:
+        e.close()
+
+
+def test_protocol_rdma_without_an_rdma_device_names_it_and_tcp():
+    if _rdma_devices():
+        pytest.skip("this host has RDMA devices: " + ", ".join(_rdma_devices()))
+    e = TransferEngine(config(fabric={}))
+    assert e.initialize("127.0.0.1", P2PHANDSHAKE, "rdma", "mlx5_0") == -1
+    assert "mlx5_0" in e.last_error and "tcp" in e.last_error, e.last_error
+    assert e.get_engine() is None
+
+
+def _rdma_devices():
+    import os
+    path = "/sys/class/infiniband"
+    return sorted(os.listdir(path)) if os.path.isdir(path) else []
 
 
 def test_buffer_io(mc, managed):

@@ -103,14 +103,16 @@ TEST(Report, ResourcesLineNamesEveryCountAndDevice) {
 TEST(Report, EngineHeaderStatesProviderDevicesLinkAndLcores) {
   EngineStats s;
   s.provider = "soft";
+  s.provider_choice = "configured (fabric.provider: soft)";
   s.link_model = "soft0: 100 Gb/s";
   s.devices = {"soft0", "soft1"};
   s.lcores = {{0, 1, "rail:*,background", 0, 0}, {1, -1, "background", 0, 0}};
   s.paths = "direct.mode=off workers.priority_lane=on";
   const std::string h = formatEngineHeader(s);
   for (const char* part :
-       {"provider: soft", "soft0,soft1", "link model: soft0: 100 Gb/s", "0@cpu1[rail:*,background]",
-        "1@any[background]", "# paths: direct.mode=off workers.priority_lane=on"}) {
+       {"provider: soft (configured (fabric.provider: soft))", "soft0,soft1",
+        "link model: soft0: 100 Gb/s", "0@cpu1[rail:*,background]", "1@any[background]",
+        "# paths: direct.mode=off workers.priority_lane=on"}) {
     EXPECT_NE(h.find(part), std::string::npos) << part << "\n" << h;
   }
 }

@@ -78,7 +78,7 @@ Result<std::shared_ptr<DeviceState>> createDeviceState(std::shared_ptr<ProviderC
   s->info.link_gbps = spec.link_gbps;
   s->info.latency_ns = spec.latency_ns;
   s->info.max_message_bytes = core->max_message_bytes;
-  s->address = SoftAddress{core->pid, core->nonce, index};
+  s->address = SoftAddress{core->pid, core->nonce, index, bootTag()};
   s->ctrl_path = core->shm_dir + "/" + controlFileName(core->pid, core->nonce, index);
   s->core = std::move(core);
   TENT_RETURN_IF_ERROR(mapControlFile(*s, s->core->max_mrs));

@@ -14,7 +14,7 @@ namespace tent::fabric::soft {
 namespace {
 constexpr uint8_t kGidMagic0 = 't';
 constexpr uint8_t kGidMagic1 = 's';
-constexpr uint8_t kGidVersion = 1;
+constexpr uint8_t kGidVersion = 2;  // 2: lid carries the boot tag
 constexpr int kSeqlockTries = 1000;
 }  // namespace
 
@@ -118,7 +118,7 @@ PortIdentity encodeIdentity(const SoftAddress& a) noexcept {
   id.gid[3] = static_cast<uint8_t>(a.device_index);
   for (int i = 0; i < 4; ++i) id.gid[4 + i] = static_cast<uint8_t>(a.pid >> (8 * i));
   for (int i = 0; i < 8; ++i) id.gid[8 + i] = static_cast<uint8_t>(a.nonce >> (8 * i));
-  id.lid = 0;
+  id.lid = a.boot;
   return id;
 }
 
@@ -128,9 +128,30 @@ bool decodeIdentity(const PortIdentity& id, SoftAddress* out) noexcept {
   a.device_index = id.gid[3];
   for (int i = 0; i < 4; ++i) a.pid |= uint32_t{id.gid[4 + i]} << (8 * i);
   for (int i = 0; i < 8; ++i) a.nonce |= uint64_t{id.gid[8 + i]} << (8 * i);
-  if (a.pid == 0) return false;
+  a.boot = id.lid;
+  if (a.pid == 0 || a.boot == 0) return false;
   *out = a;
   return true;
+}
+
+uint16_t bootTagOf(const char* boot_id) noexcept {
+  uint32_t h = 2166136261u;  // FNV-1a
+  for (const char* c = boot_id; *c != 0 && *c != '\n'; ++c)
+    h = (h ^ static_cast<uint8_t>(*c)) * 16777619u;
+  const auto tag = static_cast<uint16_t>(h ^ (h >> 16));
+  return tag == 0 ? 1 : tag;
+}
+
+uint16_t bootTag() noexcept {
+  static const uint16_t tag = [] {
+    char id[64] = "";
+    if (FILE* f = std::fopen("/proc/sys/kernel/random/boot_id", "re")) {
+      if (std::fgets(id, sizeof(id), f) == nullptr) id[0] = 0;
+      std::fclose(f);
+    }
+    return bootTagOf(id);
+  }();
+  return tag;
 }
 
 uint64_t processStartTime(uint32_t pid) noexcept {

@@ -195,12 +195,21 @@ void writeMr(MrEntry& entry, const MrSnapshot& value,
              const GpuExportRecord* gpu = nullptr) noexcept;
 void clearMr(MrEntry& entry) noexcept;
 
-// PortIdentity.gid of a soft port: 't' 's' version device pid(4, LE) nonce(8, LE).
+// PortIdentity.gid of a soft port: 't' 's' version device pid(4, LE) nonce(8, LE);
+// PortIdentity.lid: the kernel's boot tag. Soft reaches a peer through shared memory
+// and process_vm_*, so only a peer on the same kernel: RTR refuses any other.
 struct SoftAddress {
   uint32_t pid = 0;
   uint64_t nonce = 0;
   uint32_t device_index = 0;
+  uint16_t boot = 0;  // bootTag() of the kernel the port's process runs on
 };
+
+// A 16-bit fold of /proc/sys/kernel/random/boot_id (read once): equal on every
+// process of one kernel (network namespaces included), different after a reboot and,
+// but for a 1 in 65536 chance, on another host. 0 is never a tag.
+uint16_t bootTag() noexcept;
+uint16_t bootTagOf(const char* boot_id) noexcept;
 PortIdentity encodeIdentity(const SoftAddress& a) noexcept;
 bool decodeIdentity(const PortIdentity& id, SoftAddress* out) noexcept;
 

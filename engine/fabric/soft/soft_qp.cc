@@ -66,6 +66,14 @@ Status SoftQp::modifyToRtr(const QpRemote& remote) {
   if (remote.qp_num == 0) {
     return Status::InvalidArgument("soft QP " + std::to_string(qp_num_) + ": remote qp_num is 0");
   }
+  if (address.boot != bootTag()) {
+    return Status::FailedPrecondition(
+        "soft QP " + std::to_string(qp_num_) + ": the peer (pid " + std::to_string(address.pid) +
+        ") runs on another kernel (boot id tag " + std::to_string(address.boot) + ", here " +
+        std::to_string(bootTag()) +
+        "); the soft provider reaches peers through shared memory on one host only; across "
+        "hosts use the tcp provider (fabric.provider: tcp)");
+  }
   auto peer = dev_->core->attachPeer(address);
   if (!peer.ok()) return peer.status().withContext("soft QP " + std::to_string(qp_num_) + " RTR");
   auto view = (*peer)->attachDevice(address.device_index);

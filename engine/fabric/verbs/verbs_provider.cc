@@ -52,7 +52,7 @@ Result<std::vector<size_t>> pickDevices(const DeviceList& list,
     size_t i = 0;
     while (i < list.size() && list.nameOf(i) != wanted) ++i;
     if (i == list.size()) {
-      return Status::NotFound("verbs: device " + wanted +
+      return Status::NotFound("verbs: RDMA device " + wanted +
                               " not found (rdma-core lists: " + joinNames(list) + ")");
     }
     picked.push_back(i);
@@ -74,9 +74,12 @@ Result<std::unique_ptr<Provider>> createVerbsProvider(const config::VerbsFabricC
                                                       const VerbsOps& ops) {
   DeviceList list(ops);
   if (list.size() == 0) {
+    std::string wanted;
+    for (const std::string& d : config.devices) wanted += (wanted.empty() ? " " : ",") + d;
     return Status::NotFound(
-        "verbs: rdma-core lists no RDMA device (no NIC, or no RDMA support in the kernel); "
-        "use the soft provider (fabric.provider: soft)");
+        "verbs: no RDMA device" + wanted +
+        ": rdma-core lists none (no NIC, or no RDMA support in the kernel); on a host without "
+        "RDMA use the tcp provider (fabric.provider: tcp; Mooncake: protocol 'tcp')");
   }
   TENT_ASSIGN_OR_RETURN(std::vector<size_t> picked, pickDevices(list, config));
   std::vector<std::unique_ptr<verbs::VerbsDevice>> devices;

@@ -207,7 +207,10 @@ struct FleetStats {
 };
 
 struct EngineStats {
-  std::string provider;    // "soft" / "verbs"
+  std::string provider;    // "soft" / "verbs" / "tcp"
+  // Why that provider serves: "configured (fabric.provider: soft)", "auto: rdma-core
+  // lists no RDMA device".
+  std::string provider_choice;
   std::string link_model;  // the provider's one-line link model
   // How requests are routed: "direct.mode=auto workers.priority_lane=on (auto)".
   std::string paths;

@@ -53,7 +53,10 @@ Series expectedSeries(const EngineStats& s, const std::string& engine_name) {
   auto put = [&putValue](const std::string& name, uint64_t v, const Labels& labels = {}) {
     putValue(name, static_cast<double>(v), labels);
   };
-  put("tent_engine_info", 1, {{"provider", s.provider}, {"link_model", s.link_model}});
+  put("tent_engine_info", 1,
+      {{"provider", s.provider},
+       {"provider_choice", s.provider_choice},
+       {"link_model", s.link_model}});
   put("tent_worker_tasks_total", s.worker.tasks);
   put("tent_worker_slices_posted_total", s.worker.slices_posted);
   put("tent_worker_slices_completed_total", s.worker.slices_completed);
@@ -214,7 +217,11 @@ TEST_F(Scrape, SeriesCarryTheValuesStatsReports) {
   // A finite, positive sum: the mean latency is sum / count.
   const double sum = scraped[key("tent_direct_latency_seconds_sum", just_engine)];
   EXPECT_TRUE(std::isfinite(sum) && sum > 0) << sum;
+  const std::string choice =
+      "configured (fabric.provider: " + std::string(testProviderName()) + ")";
+  EXPECT_EQ(s.provider_choice, choice);
   EXPECT_EQ(expected.count(key("tent_engine_info", {{"provider", std::string(testProviderName())},
+                                                    {"provider_choice", choice},
                                                     {"link_model", s.link_model},
                                                     {"engine", name}})),
             1u);

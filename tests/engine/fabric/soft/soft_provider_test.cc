@@ -88,14 +88,6 @@ TEST(SoftProvider, FactoryBuildsSoftDevicesWithInfo) {
   EXPECT_NE(p.device(0).portIdentity(), p.device(1).portIdentity());
 }
 
-TEST(SoftProvider, AutoFallsBackToSoftWithoutAnRdmaDevice) {
-  config::FabricConfig cfg;  // kAuto; this machine has no RDMA device
-  auto r = createProvider(cfg, topology::Topology{});
-  ASSERT_TRUE(r.ok()) << r.status().toString();
-  EXPECT_EQ((*r)->name(), "soft");
-  EXPECT_EQ((*r)->device(0).info().name, "soft0");
-}
-
 TEST(SoftProvider, InvalidConfigsAreRejected) {
   auto code = [](config::SoftFabricConfig cfg, std::vector<config::SoftDevice> devs) {
     return createSoftProvider(cfg, std::move(devs)).status().code();
@@ -118,12 +110,13 @@ TEST(SoftProvider, InvalidConfigsAreRejected) {
 }
 
 TEST(SoftProvider, IdentityRoundTripsAndRejectsForeignGids) {
-  SoftAddress a{4242, 0x0123456789abcdefull, 7};
+  SoftAddress a{4242, 0x0123456789abcdefull, 7, 0x1234};
   SoftAddress b;
   ASSERT_TRUE(decodeIdentity(encodeIdentity(a), &b));
   EXPECT_EQ(b.pid, a.pid);
   EXPECT_EQ(b.nonce, a.nonce);
   EXPECT_EQ(b.device_index, a.device_index);
+  EXPECT_EQ(b.boot, a.boot);
   PortIdentity ib;
   ib.gid[0] = 0xfe;
   ib.gid[1] = 0x80;

@@ -2,6 +2,7 @@
 #include <cerrno>
 #include <thread>
 
+#include "fabric/soft/soft_layout.h"
 #include "soft_test_util.h"
 
 namespace tent::fabric::soft::testing {
@@ -427,6 +428,33 @@ TEST_F(SoftQpTest, TwoPollersOfOneCqSeeEachCompletionExactlyOnce) {
     for (uint64_t id : v) ++seen[id];
   }
   for (uint64_t i = 0; i < kWrs; ++i) ASSERT_EQ(seen[i], 1) << "wr " << i;
+}
+
+// A peer on another kernel (another host) cannot be reached through shared memory:
+// RTR refuses it, naming tcp. The boot tag is faked in the identity a peer sends.
+TEST_F(SoftQpTest, APeerOnAnotherKernelIsRefusedNamingTcp) {
+  auto p = QpPair::make(*dev_, *dev_, 4, 1, 16, /*connect=*/false);
+  ASSERT_TRUE(p.b->modifyToInit().ok());
+  QpRemote remote = remoteOf(*p.b, *dev_);
+  EXPECT_EQ(remote.port.lid, bootTag());
+  remote.port.lid = static_cast<uint16_t>(bootTag() % 65535 + 1);  // another, never 0
+  Status s = connectQp(*p.a, remote);
+  ASSERT_FALSE(s.ok());
+  EXPECT_EQ(s.code(), StatusCode::kFailedPrecondition) << s.toString();
+  EXPECT_NE(s.message().find("runs on another kernel"), std::string::npos) << s.toString();
+  EXPECT_NE(s.message().find("fabric.provider: tcp"), std::string::npos) << s.toString();
+  EXPECT_NE(p.a->state(), QpState::kRts);
+  remote.port.lid = bootTag();  // the same peer on this kernel connects
+  ASSERT_TRUE(p.a->state() == QpState::kInit || p.a->modifyToInit().ok());
+  EXPECT_TRUE(p.a->modifyToRtr(remote).ok());
+}
+
+TEST(SoftBootTag, FoldsTheBootIdAndIsNeverZero) {
+  EXPECT_NE(bootTag(), 0);
+  EXPECT_EQ(bootTagOf("0b7e6c38-5b3e-4b8b-9a3e-8f3c1d2e4f50\n"),
+            bootTagOf("0b7e6c38-5b3e-4b8b-9a3e-8f3c1d2e4f50"));
+  EXPECT_NE(bootTagOf("0b7e6c38-5b3e-4b8b-9a3e-8f3c1d2e4f50"),
+            bootTagOf("1b7e6c38-5b3e-4b8b-9a3e-8f3c1d2e4f50"));
 }
 
 }  // namespace

@@ -125,9 +125,15 @@ TEST(VerbsOpsOverride, CreateProviderUsesTheFakeAndCountsItsDevices) {
     ASSERT_EQ((*p)->deviceCount(), 1u);
     EXPECT_EQ((*p)->device(0).info().name, "lb1");
     config.provider = config::FabricProvider::kAuto;  // auto counts the fake's devices
-    auto a = createProvider(config, *topo);
+    auto a = chooseProvider(config, *topo);
     ASSERT_TRUE(a.ok()) << a.status().toString();
-    EXPECT_EQ((*a)->name(), "verbs");
+    EXPECT_EQ(a->provider->name(), "verbs");
+    EXPECT_EQ(a->reason, "auto: rdma-core lists 2 RDMA device(s) and they open");
+    config.verbs.devices = {"mlx5_0"};  // a named device the host lacks fails, under auto too
+    auto missing = chooseProvider(config, *topo);
+    ASSERT_FALSE(missing.ok());
+    EXPECT_NE(missing.status().message().find("RDMA device mlx5_0 not found"), std::string::npos)
+        << missing.status().toString();
   }
   setVerbsOpsOverride(nullptr);
   EXPECT_EQ(&activeVerbsOps(), &realVerbsOps());

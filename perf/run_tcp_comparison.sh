@@ -1,0 +1,212 @@
+#!/usr/bin/env bash
+# Issue 22's three comparisons for the tcp provider, measured in one run on one link:
+# two network namespaces (tent-perfA, tent-perfB) joined by a veth pair with addresses
+# from 198.18.0.0/15. Each tool has its server (or tebench target) in A and its client
+# (or initiator) in B, so every figure crosses the same veth:
+#   1. 4 MiB WRITE, one thread, batch 1, worker path: tent vs iperf3 single stream and
+#      ucx_perftest -t ucp_put_bw with UCX_TLS=tcp;
+#   2. 4 KiB WRITE round trip, direct path, one thread: tent's P50/P99 vs sockperf
+#      ping-pong --tcp -m 4096 (full round trip);
+#   3. the RFC's burst comparison (4 KiB foreground + 4 MiB migration) with a tc tbf rate
+#      limit on the veth: the direct path's foreground P99 against the worker baseline's.
+# Every tent figure names its provider, why it serves and its link (the engine's stats);
+# every line names the link. Load average before each part. Needs root (namespaces);
+# installs iperf3, sockperf and ucx-utils from Debian when missing. Builds nothing.
+#
+# usage: perf/run_tcp_comparison.sh [--build DIR] [--out DIR] [--duration S] [--rate R]
+#   --duration  seconds per measurement (default 5)
+#   --rate      tbf rate of the burst comparison's veth (default 2gbit)
+set -euo pipefail
+top=$(cd "$(dirname "$0")/.." && pwd)
+build="$top/build"
+out=""
+duration=5
+rate=2gbit
+die() { echo "run_tcp_comparison: $*" >&2; exit 1; }
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --build) build=$2; shift 2 ;;
+    --out) out=$2; shift 2 ;;
+    --duration) duration=$2; shift 2 ;;
+    --rate) rate=$2; shift 2 ;;
+    -h|--help) sed -n '2,19p' "$0"; exit 0 ;;
+    *) die "unknown argument '$1' (try --help)" ;;
+  esac
+done
+[ "$(id -u)" = 0 ] || die "needs root (network namespaces)"
+tebench="$build/perf/tebench/tebench"
+[ -x "$tebench" ] || die "no $tebench; build first (ninja -C $build)"
+out=${out:-"$build/tcp-comparison"}
+mkdir -p "$out"
+py=/usr/bin/python3
+
+for pkg in iperf3 sockperf ucx-utils; do
+  dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q 'install ok installed' && continue
+  echo "run_tcp_comparison: installing Debian's $pkg" >&2
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -q "$pkg" >"$out/apt-$pkg.log" 2>&1 ||
+    die "apt-get install $pkg failed (log $out/apt-$pkg.log)"
+done
+
+# ---- the link: two namespaces, one veth, nothing else -----------------------------
+A=tent-perfA
+B=tent-perfB
+ipA=198.18.2.1
+ipB=198.18.2.2
+pids=()
+cleanup() {
+  for p in "${pids[@]}"; do kill -TERM "$p" 2>/dev/null || true; wait "$p" 2>/dev/null || true; done
+  ip netns del "$A" 2>/dev/null || true
+  ip netns del "$B" 2>/dev/null || true
+}
+trap cleanup EXIT
+cleanup  # stale ones of a killed run
+ip netns add "$A"
+ip netns add "$B"
+ip -n "$A" link set lo up
+ip -n "$B" link set lo up
+ip -n "$A" link add vA type veth peer name vB netns "$B"
+ip -n "$A" addr add "$ipA/24" dev vA
+ip -n "$B" addr add "$ipB/24" dev vB
+ip -n "$A" link set vA up
+ip -n "$B" link set vB up
+link="veth between network namespaces (198.18.2.1 <-> 198.18.2.2, mtu 1500, one kernel)"
+inA() { ip netns exec "$A" "$@"; }
+inB() { ip netns exec "$B" "$@"; }
+load() { cut -d' ' -f1-3 /proc/loadavg; }
+results="$out/results.tsv"
+: >"$results"
+put() { printf '%s\t%s\t%s\t%s\n' "$1" "$2" "$3" "$4" | tee -a "$results"; }  # key value unit note
+
+# ---- tent configs ---------------------------------------------------------------
+tent_config() {  # ip file
+  cat >"$2" <<EOF
+# Written by perf/run_tcp_comparison.sh: the tcp provider on $1 (two devices, two QPs each).
+fabric:
+  provider: tcp
+  tcp:
+    devices:
+      - {name: tcp0, listen: "$1:0"}
+bootstrap: {listen: "$1:0"}
+lcores:
+  - cpu: -1
+    pollers: ["rail:*", "background"]
+log: {level: warn}
+EOF
+}
+tent_config "$ipA" "$out/tent-A.yaml"
+tent_config "$ipB" "$out/tent-B.yaml"
+inA "$tebench" --backend=tent --xport_type=rdma --seg_type=DRAM --config="$out/tent-A.yaml" \
+  --total_buffer_size=67108864 >"$out/tent-target.log" 2>&1 &
+pids+=($!)
+segment=""
+for _ in $(seq 1 300); do
+  segment=$(sed -n 's/^tebench target ready: segment=\([^ ]*\).*/\1/p' "$out/tent-target.log")
+  [ -n "$segment" ] && break
+  sleep 0.1
+done
+[ -n "$segment" ] || { cat "$out/tent-target.log" >&2; die "the tebench target did not start"; }
+tent() {  # log flags...
+  local log=$1
+  shift
+  inB "$tebench" --target_seg_name="$segment" --backend=tent --xport_type=rdma \
+    --config="$out/tent-B.yaml" --seg_type=DRAM --op_type=write --total_buffer_size=67108864 \
+    --duration="$duration" --warmup=1 "$@" >"$log" 2>"$log.err" ||
+    die "tebench failed: $(tail -3 "$log.err")"
+}
+
+# ---- 1. 4 MiB WRITE throughput --------------------------------------------------
+echo "== 1. 4 MiB, one stream, load $(load)"
+inA iperf3 -s -1 -B "$ipA" -p 5201 >"$out/iperf3-server.log" 2>&1 &
+pids+=($!)
+sleep 0.5
+for _ in $(seq 1 50); do  # until the server listens (a loaded machine starts it late)
+  inB iperf3 -c "$ipA" -p 5201 -t "$duration" -l 1M -J >"$out/iperf3.json" && break
+  sleep 0.2
+done
+iperf_gbps=$($py -c "import json,sys; d=json.load(open(sys.argv[1])); print('%.3f' % (d['end']['sum_received']['bits_per_second']/8e9))" "$out/iperf3.json")
+put iperf3_gbytes_per_s "$iperf_gbps" GB/s "iperf3 -c $ipA -t $duration -l 1M (one TCP stream), $link"
+
+tent "$out/tent-worker-4m.log" --start_block_size=4194304 --max_block_size=4194304 \
+  --start_batch_size=1 --max_batch_size=1 --start_num_threads=1 --max_num_threads=1 \
+  --tent_intent_type=unspec
+tent_provider=$(sed -n 's/^# provider: //p' "$out/tent-worker-4m.log" | head -1)
+tent_link=$(sed -n 's/^# link model: //p' "$out/tent-worker-4m.log" | head -1)
+tent_gbps=$(awk '$1 == 4194304 {print $3; exit}' "$out/tent-worker-4m.log")
+put tent_worker_4m_gbytes_per_s "$tent_gbps" GB/s "tebench WRITE 4 MiB batch 1, 1 thread, worker path; provider $tent_provider; link model $tent_link; $link"
+
+port=$((20000 + RANDOM % 20000))
+UCX_TLS=tcp inA ucx_perftest -p "$port" >"$out/ucx-server.log" 2>&1 &
+pids+=($!)
+sleep 0.5
+ucx_cmd="ucx_perftest $ipA -p $port -t ucp_put_bw -s 4194304 -n 2000"
+for _ in $(seq 1 20); do
+  UCX_TLS=tcp inB $ucx_cmd >"$out/ucx-put-bw.log" 2>&1 && break
+  sleep 0.3
+done
+# Final: iterations, then latency typical/avg/overall (us), then bandwidth avg/overall (MB/s = 2^20 B/s), ...
+ucx_gbps=$(awk '/^Final:/ {printf "%.3f", $7 * 1048576 / 1e9}' "$out/ucx-put-bw.log")
+put ucx_put_bw_gbytes_per_s "${ucx_gbps:-n/a}" GB/s "UCX_TLS=tcp $ucx_cmd; $link"
+
+# ---- 2. 4 KiB round trip -------------------------------------------------------------
+echo "== 2. 4 KiB round trip, load $(load)"
+inA sockperf sr --tcp -i "$ipA" -p 11111 >"$out/sockperf-server.log" 2>&1 &
+pids+=($!)
+sleep 0.5
+sp_cmd="sockperf ping-pong --tcp -i $ipA -p 11111 -m 4096 -t $duration --full-rtt"
+for _ in $(seq 1 50); do
+  inB $sp_cmd >"$out/sockperf.log" 2>&1 && grep -q "percentile 50.000" "$out/sockperf.log" && break
+  sleep 0.2
+done
+sp_p50=$(sed -n 's/.*percentile 50.000 = *\([0-9.]*\).*/\1/p' "$out/sockperf.log" | head -1)
+sp_p99=$(sed -n 's/.*percentile 99.000 = *\([0-9.]*\).*/\1/p' "$out/sockperf.log" | head -1)
+put sockperf_4k_rtt_p50_us "$sp_p50" us "$sp_cmd; $link"
+put sockperf_4k_rtt_p99_us "$sp_p99" us "$sp_cmd; $link"
+
+fg='[{"name":"fg","threads":1,"block_size":4096,"batch_size":1,"intent_type":"foreground_get","slo_us":0,"weight":1}]'
+tent "$out/tent-direct-4k.txt" --workload_classes_json="$fg" --start_num_threads=1 \
+  --max_num_threads=1 --qos_output_jsonl="$out/tent-direct-4k.jsonl" --run_label=direct-4k
+read -r d_p50 d_p99 d_direct < <($py - "$out/tent-direct-4k.jsonl" <<'EOF'
+import json, sys
+rec = [json.loads(l) for l in open(sys.argv[1]) if l.strip()][-1]
+c = rec["classes"][0]
+lat = c.get("latency", c)
+print(lat.get("p50_us"), lat.get("p99_us"), rec.get("direct", {}).get("succeeded", "?"))
+EOF
+)
+put tent_direct_4k_rtt_p50_us "$d_p50" us "tebench WRITE 4 KiB foreground_get, 1 thread, direct path ($d_direct direct successes); provider $tent_provider; $link"
+put tent_direct_4k_rtt_p99_us "$d_p99" us "same run"
+
+# ---- 3. burst comparison with a rate limit ------------------------------------------
+echo "== 3. burst, tbf $rate on vB, load $(load)"
+tc -n "$B" qdisc add dev vB root tbf rate "$rate" burst 256kb latency 50ms
+burst() {  # label intent
+  local classes
+  classes=$(printf '[{"name":"foreground","threads":1,"block_size":4096,"batch_size":1,"intent_type":"%s","slo_us":1000,"weight":4},{"name":"migration","threads":2,"block_size":4194304,"batch_size":2,"intent_type":"migration","slo_us":0,"weight":1}]' "$2")
+  tent "$out/burst-$1.txt" --workload_classes_json="$classes" --start_num_threads=3 \
+    --max_num_threads=3 --qos_output_jsonl="$out/burst-$1.jsonl" --run_label="$1"
+  $py - "$out/burst-$1.jsonl" <<'EOF'
+import json, sys
+rec = [json.loads(l) for l in open(sys.argv[1]) if l.strip()][-1]
+for c in rec["classes"]:
+    if c.get("name", c.get("config", {}).get("name")) == "foreground":
+        lat = c.get("latency", c)
+        print(lat.get("p50_us"), lat.get("p99_us"))
+        break
+EOF
+}
+read -r base_p50 base_p99 < <(burst worker-baseline unspec)
+read -r dir_p50 dir_p99 < <(burst direct foreground_get)
+tc -n "$B" qdisc del dev vB root
+put burst_worker_fg_p99_us "$base_p99" us "foreground 4 KiB (unspec, worker path) beside 2 x 4 MiB migration; tbf $rate on vB; provider $tent_provider; $link"
+put burst_direct_fg_p99_us "$dir_p99" us "foreground 4 KiB (foreground_get, direct path), same load; tbf $rate"
+
+# ---- summary ----------------------------------------------------------------------
+ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (b + 0 > 0 && a != "") printf "%.2f", a / b; else print "n/a" }'; }
+{
+  echo "# tcp comparison, $(date -u +%FT%TZ), load after: $(load)"
+  echo "# provider: $tent_provider"
+  echo "# link: $link"
+  echo "4 MiB WRITE: tent worker $tent_gbps GB/s = $(ratio "$tent_gbps" "$iperf_gbps")x iperf3 ($iperf_gbps GB/s), $(ratio "$tent_gbps" "${ucx_gbps:-}")x ucp_put_bw UCX_TLS=tcp (${ucx_gbps:-n/a} GB/s)"
+  echo "4 KiB RTT: tent direct p50 $d_p50 us = $(ratio "$d_p50" "$sp_p50")x sockperf ($sp_p50 us); p99 $d_p99 us = $(ratio "$d_p99" "$sp_p99")x sockperf ($sp_p99 us)"
+  echo "burst (tbf $rate): foreground p99 direct $dir_p99 us vs worker baseline $base_p99 us ($(ratio "$dir_p99" "$base_p99")x)"
+} | tee "$out/summary.txt"
