@@ -308,8 +308,8 @@ ServiceLoop::RxResult ServiceLoop::readPayload(Conn& c) noexcept {
   c.rx_off += placed;
   c.hdr_got = static_cast<size_t>(static_cast<uint64_t>(got) - placed);
   if (c.rx_off < c.cur.length) return RxResult::kContinue;
-  const bool placed = c.cur.opcode == Opcode::kWriteReq || c.cur.opcode == Opcode::kSendReq;
-  return placed ? finishWrite(c) : finishRead(c);
+  const bool inbound = c.cur.opcode == Opcode::kWriteReq || c.cur.opcode == Opcode::kSendReq;
+  return inbound ? finishWrite(c) : finishRead(c);
 }
 
 ServiceLoop::RxResult ServiceLoop::discardPayload(Conn& c) noexcept {

@@ -27,7 +27,7 @@ Cqe completion(uint32_t seq) {
 TEST(TcpCq, HandsOutEachCompletionOnceInOrder) {
   auto words = std::make_shared<QpWords>();
   (*words)[0].store(QpWords::make(kGen, 0, 0));
-  CqCore cq(words, 4);
+  CqCore cq(words, std::make_shared<QpWords>(), 4);
   for (uint32_t i = 0; i < 4; ++i) ASSERT_TRUE(cq.push(completion(i)));
   WorkCompletion wc[8];
   ASSERT_EQ(cq.poll(wc, 8), 4);
@@ -44,7 +44,7 @@ TEST(TcpCq, HandsOutEachCompletionOnceInOrder) {
 TEST(TcpCq, APollerBetweenTakingAndGivingBackDoesNotOverflowTheRing) {
   auto words = std::make_shared<QpWords>();
   (*words)[0].store(QpWords::make(kGen, 0, 0));
-  CqCore cq(words, 4);
+  CqCore cq(words, std::make_shared<QpWords>(), 4);
   for (uint32_t i = 0; i < 4; ++i) ASSERT_TRUE(cq.push(completion(i)));
   CqCore::Claim held;
   ASSERT_TRUE(cq.claim(&held));  // poller A
