@@ -6,8 +6,8 @@
 #include <cstdio>
 #include <cstdlib>
 
+#include "base/hex.h"
 #include "cuda/cuda_driver.h"
-#include "tent/hex.h"
 
 namespace tent::cuda {
 

@@ -2,9 +2,9 @@
 // allocation of the range, each registered on the devices that can reach its GPU.
 // Control path.
 
+#include "base/hex.h"
 #include "model/local_memory.h"
 #include "model/rdma_context.h"
-#include "tent/hex.h"
 #include "tent/log.h"
 
 namespace tent::rdma {

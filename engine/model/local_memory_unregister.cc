@@ -5,9 +5,9 @@
 // that could post from or into it. Control path.
 
 #include "base/clock.h"
+#include "base/hex.h"
 #include "lcore/idle.h"
 #include "model/local_memory.h"
-#include "tent/hex.h"
 
 namespace tent::rdma {
 
@@ -75,8 +75,7 @@ Status LocalMemory::unregisterBuffer(void* addr, UnregisterMode mode, uint64_t d
       if (users != 0) {
         for (LocalBuffer* b : retired) b->use.unretire();
         return Status::FailedPrecondition(
-            "unregister: " + transfers(users) + " in progress use the memory at " +
-            hexAddr(group) +
+            "unregister: " + transfers(users) + " in progress use the memory at " + hexAddr(group) +
             "; let them finish, cancel them, or unregister with cancellation "
             "(UnregisterMode::kCancelTransfers; Python: cancel=True)");
       }
