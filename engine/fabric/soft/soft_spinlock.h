@@ -8,15 +8,9 @@
 
 #include <atomic>
 
-namespace tent::fabric::soft {
+#include "base/cpu_relax.h"
 
-inline void cpuRelax() noexcept {
-#if defined(__x86_64__) || defined(__i386__)
-  __builtin_ia32_pause();
-#elif defined(__aarch64__)
-  asm volatile("yield" ::: "memory");
-#endif
-}
+namespace tent::fabric::soft {
 
 class Spinlock {
  public:

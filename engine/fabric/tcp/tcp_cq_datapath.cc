@@ -3,21 +3,10 @@
 // producer needs.
 #include <sched.h>
 
+#include "base/cpu_relax.h"
 #include "fabric/tcp/tcp_cq.h"
 
 namespace tent::fabric::tcp {
-
-namespace {
-
-inline void cpuRelax() noexcept {
-#if defined(__x86_64__) || defined(__i386__)
-  __builtin_ia32_pause();
-#elif defined(__aarch64__)
-  asm volatile("yield" ::: "memory");
-#endif
-}
-
-}  // namespace
 
 // The holder is between two statements of claim()/handBack() and depends on nobody,
 // so it always gets there; after a short spin we yield, because on a small,
