@@ -21,10 +21,10 @@
 #include <vector>
 
 #include "config/config.h"
+#include "control/loop_calls.h"
 #include "net/auth.h"
 #include "net/control_stats.h"
 #include "net/event_loop.h"
-#include "control/loop_calls.h"
 #include "net/server.h"
 #include "tent/transfer_engine.h"
 
@@ -103,6 +103,7 @@ class ControlPlane {
   void shutdown();
   // Calls registered with the loop and not yet answered (tests: back to 0).
   size_t openCalls() const { return calls_ ? calls_->openCalls() : 0; }
+  size_t startedCalls() const { return calls_ ? calls_->startedCalls() : 0; }
 
   // ---- loop thread (the parts talk to each other through these) ----
   EventLoop& loop() noexcept { return *loop_; }
@@ -157,7 +158,7 @@ class ControlPlane {
   Result<SegmentId> openThroughEtcd(const std::string& name);
   std::unique_ptr<fleet::FleetCounters> fleet_counters_;
   std::unique_ptr<fleet::Registry> registry_;  // after loop_: destroyed before it
-  std::string advertised_address_;            // host:port of our listener, as peers dial it
+  std::string advertised_address_;             // host:port of our listener, as peers dial it
 
   std::atomic<bool> stopped_{false};    // no new calls (cancelWaits)
   std::atomic<bool> shut_down_{false};  // the loop is stopped (shutdown)

@@ -67,4 +67,11 @@ size_t LoopCalls::openCalls() const {
   return calls_.size();
 }
 
+size_t LoopCalls::startedCalls() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  size_t n = 0;
+  for (const auto& [id, e] : calls_) n += e.timer != 0 ? 1 : 0;
+  return n;
+}
+
 }  // namespace tent::control

@@ -122,6 +122,9 @@ class LoopCalls {
   // Completes every open call with `why`; every later run() completes at once with it.
   void abortAll(const Status& why);
   size_t openCalls() const;
+  // Open calls whose work has started on the loop (armed): anything posted to the loop
+  // after this is seen runs after that work.
+  size_t startedCalls() const;
 
   // ---- loop thread (through Completer) ----
   // Completes call `id` with `complete()` and, if that answered it, forgets it - one

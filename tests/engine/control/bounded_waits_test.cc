@@ -12,10 +12,10 @@
 #include <future>
 #include <thread>
 
-#include "tests/support/bounded_call.h"
-#include "tests/support/closed_port.h"
 #include "control/control_plane.h"
 #include "control/peer_segments.h"
+#include "tests/support/bounded_call.h"
+#include "tests/support/closed_port.h"
 #include "tests/support/engine_test_util.h"
 
 namespace tent::testing {
@@ -145,7 +145,9 @@ TEST(BoundedWaits, ClosingASegmentAnswersItsWaitingOpeners) {
   SilentListener squatter(port);
   ASSERT_TRUE(squatter.bound);
   auto open = std::async(std::launch::async, [&] { return me->openSegment(name); });
-  ASSERT_TRUE(eventually([&] { return controlOf(*me).openCalls() == 1; }));
+  // Started on the loop, not only registered: a close posted before the open's work
+  // would run first, and the open after it would be a new one (1 run in 2 under load).
+  ASSERT_TRUE(eventually([&] { return controlOf(*me).startedCalls() == 1; }));
   ASSERT_TRUE(me->closeSegment(*seg).ok());
   ASSERT_EQ(open.wait_for(std::chrono::duration<double>(kCallBound)), std::future_status::ready);
   auto r = open.get();
