@@ -127,7 +127,11 @@ struct SoftFabricConfig {
 };
 
 struct VerbsFabricConfig {
-  std::vector<std::string> devices;  // empty: every device found
+  // Allow-list; empty: every device whose port is ACTIVE with a usable GID, minus
+  // exclude_devices. A named device that cannot be used is an error; an unnamed one
+  // is skipped with a warning.
+  std::vector<std::string> devices;
+  std::vector<std::string> exclude_devices;  // deny-list (storage, management ports)
   uint8_t port = 1;
   int gid_index = -1;  // -1: pick a RoCE v2 / IB GID automatically
   uint32_t mtu = 4096;
@@ -135,6 +139,12 @@ struct VerbsFabricConfig {
   uint8_t retry_cnt = 7;
   uint8_t rnr_retry = 7;
   uint32_t max_rd_atomic = 16;
+  // Memory regions ask for PCIe relaxed ordering (IBV_ACCESS_RELAXED_ORDERING; a
+  // device without it ignores the flag).
+  bool relaxed_ordering = true;
+  // CQ moderation: of a posted chain's WRs, the NIC signals every Nth and the last;
+  // the others' completions are inferred in order (1 = every WR signaled).
+  uint32_t signal_every = 8;
 
   bool operator==(const VerbsFabricConfig&) const = default;
 };

@@ -237,6 +237,25 @@ void readSoft(MapReader& m, SoftFabricConfig* s) {
   m.integer("stream_copy_min_bytes", &s->stream_copy_min_bytes, 0, int64_t{1} << 31);
 }
 
+// The deny-list: device names, unique, none of them also in the allow-list.
+void readVerbsExcludes(MapReader& m, VerbsFabricConfig* v) {
+  std::map<std::string, std::string> names;
+  m.stringList(
+      "exclude_devices", &v->exclude_devices, "device names",
+      [&](std::string_view name, size_t i) -> std::string {
+        if (!validDeviceName(name)) {
+          return "expected " + std::string(kDeviceName.expected) + ", got '" + std::string(name) +
+                 "'";
+        }
+        const std::string here = m.pathOf("exclude_devices") + "[" + std::to_string(i) + "]";
+        if (std::find(v->devices.begin(), v->devices.end(), name) != v->devices.end())
+          return "device '" + std::string(name) +
+                 "' is also in fabric.verbs.devices (allow-list); name it in one list";
+        auto [it, fresh] = names.emplace(name, here);
+        return fresh ? "" : alreadyAt("duplicate device '" + std::string(name) + "'", it->second);
+      });
+}
+
 void readVerbs(MapReader& m, VerbsFabricConfig* v) {
   std::map<std::string, std::string> names;
   m.stringList(
@@ -249,13 +268,22 @@ void readVerbs(MapReader& m, VerbsFabricConfig* v) {
         auto [it, fresh] = names.emplace(name, here);
         return fresh ? "" : alreadyAt("duplicate device '" + std::string(name) + "'", it->second);
       });
+  readVerbsExcludes(m, v);
   m.integer("port", &v->port, 1, 255);
   m.integer("gid_index", &v->gid_index, -1, 255);
   m.integerChoice("mtu", &v->mtu, {256, 512, 1024, 2048, 4096});
   m.integer("timeout", &v->timeout, 0, 31);
+  if (m.parsing() && m.has("timeout") && v->timeout == 0) {
+    m.fail("timeout",
+           "0 turns the NIC's ACK timer off: a dead peer is never detected and its WRs never "
+           "complete; use 1..31 (4.096 us x 2^timeout, 14 = 67 ms)");
+  }
   m.integer("retry_cnt", &v->retry_cnt, 0, 7);
   m.integer("rnr_retry", &v->rnr_retry, 0, 7);
   m.integer("max_rd_atomic", &v->max_rd_atomic, 1, 255);
+  m.boolean("relaxed_ordering", &v->relaxed_ordering);
+  // At most one ibv_post_send chunk (verbs_objects.h, kPostChunkWrs): each chunk ends signaled.
+  m.integer("signal_every", &v->signal_every, 1, 32);
 }
 
 void readTcpDevice(MapReader& m, TcpDevice& d, std::map<std::string, std::string>* names) {

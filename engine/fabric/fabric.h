@@ -125,6 +125,9 @@ struct DeviceInfo {
   // Longest message one WR may carry (ibv_port_attr.max_msg_sz; soft:
   // fabric.soft.max_message_bytes). Longer WRs complete with kLocalLength.
   uint64_t max_message_bytes = uint64_t{1} << 31;
+  // Longest memory region one registration may cover (verbs: ibv_device_attr.max_mr_size);
+  // the engine registers longer buffers as several chunks.
+  uint64_t max_mr_bytes = UINT64_MAX;
 };
 
 struct PortCounters {

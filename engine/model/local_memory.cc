@@ -6,9 +6,12 @@
 #include <algorithm>
 
 #include "base/ebr.h"
+#include "base/hex.h"
 #include "cuda/cuda_driver.h"
+#include "model/host_registration.h"
 #include "model/rdma_context.h"
 #include "model/slicing.h"
+#include "tent/log.h"
 #include "wire/bootstrap.h"
 
 namespace tent::rdma {
@@ -99,31 +102,43 @@ void LocalMemory::setIdentity(std::string segment_name, uint64_t instance) {
   instance_ = instance;
 }
 
-Result<std::shared_ptr<LocalBuffer>> LocalMemory::makeHostBuffer(void* addr, size_t length,
-                                                                 const Location& location,
-                                                                 bool engine_allocated,
-                                                                 uint32_t access) const {
-  auto b = std::make_shared<LocalBuffer>();
-  b->addr = reinterpret_cast<uint64_t>(addr);
-  b->length = length;
-  b->group = b->addr;
-  b->engine_allocated = engine_allocated;
-  for (RdmaContext* ctx : contexts_) {
-    auto mr = ctx->device().registerMemory(addr, length, access);
-    if (!mr.ok()) return mr.status().withContext("register memory on " + ctx->name());
-    b->lkeys.push_back((*mr)->lkey());
-    b->rkeys.push_back((*mr)->rkey());
-    b->mrs.push_back(std::move(mr).value());
+// One buffer per chunk (host_registration.h): the descriptor carries one rkey per
+// device and buffer, so a chunk's keys travel as a buffer of their own, all of one
+// group (unregistered together); a request must lie inside one chunk.
+Status LocalMemory::makeHostBuffers(void* addr, size_t length, const Location& location,
+                                    bool engine_allocated, uint32_t access,
+                                    std::vector<std::shared_ptr<LocalBuffer>>* out) const {
+  const std::vector<HostChunk> chunks =
+      hostChunks(reinterpret_cast<uint64_t>(addr), length, contexts_);
+  TENT_ASSIGN_OR_RETURN(ChunkRegions mrs, registerHostChunks(chunks, contexts_, access));
+  for (size_t c = 0; c < chunks.size(); ++c) {
+    auto b = std::make_shared<LocalBuffer>();
+    b->addr = chunks[c].addr;
+    b->length = chunks[c].length;
+    b->group = reinterpret_cast<uint64_t>(addr);
+    b->engine_allocated = engine_allocated;
+    for (auto& mr : mrs[c]) {
+      b->lkeys.push_back(mr->lkey());
+      b->rkeys.push_back(mr->rkey());
+      b->mrs.push_back(std::move(mr));
+    }
+    b->layout.addr = b->addr;
+    b->layout.length = b->length;
+    if (location == "*" || location.empty()) {
+      probeRegions(rails_, b.get());
+    } else {
+      b->layout.regions.push_back({b->addr, b->length, rails_.locationId(location)});
+      b->region_locations.push_back(location);
+    }
+    out->push_back(std::move(b));
   }
-  b->layout.addr = b->addr;
-  b->layout.length = length;
-  if (location == "*" || location.empty()) {
-    probeRegions(rails_, b.get());
-  } else {
-    b->layout.regions.push_back({b->addr, length, rails_.locationId(location)});
-    b->region_locations.push_back(location);
-  }
-  return b;
+  if (chunks.size() > 1)
+    TENT_INFO(kEngine,
+              "host memory at %s registered as %zu buffers of at most %llu bytes (the devices' "
+              "max_mr_size); a request must lie inside one of them",
+              hexAddr(reinterpret_cast<uint64_t>(addr)).c_str(), chunks.size(),
+              static_cast<unsigned long long>(chunks.front().length));
+  return Status::OK();
 }
 
 Status LocalMemory::registerBuffer(void* addr, size_t length, const Location& location,
@@ -146,9 +161,8 @@ Status LocalMemory::registerBuffer(void* addr, size_t length, const Location& lo
       return Status::InvalidArgument("register: location " + location +
                                      " names a GPU, but the memory is host memory" +
                                      (cuda::driverIfLoaded() ? "" : " (CUDA is not loaded here)"));
-    TENT_ASSIGN_OR_RETURN(
-        auto b, makeHostBuffer(addr, length, location, engine_allocated, fabricAccess(access)));
-    buffers.push_back(std::move(b));
+    TENT_RETURN_IF_ERROR(
+        makeHostBuffers(addr, length, location, engine_allocated, fabricAccess(access), &buffers));
   } else {
     for (const cuda::Chunk& piece : *pieces)
       if (*want_gpu >= 0 && piece.info.device != *want_gpu)

@@ -40,8 +40,9 @@ class LocalMemory {
   // Called after every change, outside the lock (the control plane pushes descriptors).
   void onChange(std::function<void()> fn) { on_change_ = std::move(fn); }
 
-  // Host memory is one buffer. Device memory (location "*" finds it, "cuda:N" must match
-  // it) is one buffer per physical allocation, on the devices that can reach its GPU.
+  // Host memory is one buffer per max_mr_size chunk (usually one). Device memory
+  // (location "*" finds it, "cuda:N" must match it) is one buffer per physical
+  // allocation, on the devices that can reach its GPU.
   Status registerBuffer(void* addr, size_t length, const Location& location, bool engine_allocated,
                         MemoryAccess access);
   // Unregisters every buffer registered at `addr` (local_memory_unregister.cc). While
@@ -67,9 +68,9 @@ class LocalMemory {
 
  private:
   metadata::SegmentDescriptor buildDescriptor(const LocalBufferTable& table) const;
-  Result<std::shared_ptr<LocalBuffer>> makeHostBuffer(void* addr, size_t length,
-                                                      const Location& location,
-                                                      bool engine_allocated, uint32_t access) const;
+  // Host memory: one buffer per max_mr_size chunk, registered on every device at once.
+  Status makeHostBuffers(void* addr, size_t length, const Location& location, bool engine_allocated,
+                         uint32_t access, std::vector<std::shared_ptr<LocalBuffer>>* out) const;
   // GPU memory (local_gpu_memory.cc).
   struct GpuPlace {
     std::string name;             // "cuda:K" of the rail map, or "cuda:<ordinal>"

@@ -210,6 +210,16 @@ TEST(ConfigErrors, OutOfRange) {
                3,
                "fabric.verbs.retry_cnt",
                {"[0, 7]"}});
+  expectError({"verbs timeout 0",
+               "fabric:\n  verbs:\n    timeout: 0\n",
+               3,
+               "fabric.verbs.timeout",
+               {"a dead peer is never detected", "1..31"}});
+  expectError({"verbs signal_every",
+               "fabric:\n  verbs:\n    signal_every: 0\n",
+               3,
+               "fabric.verbs.signal_every",
+               {"[1, 32]"}});
   expectError({"verbs mtu",
                "fabric:\n  verbs:\n    mtu: 1000\n",
                3,
@@ -361,6 +371,16 @@ TEST(ConfigErrors, SoftDevices) {
                3,
                "fabric.soft.devices[0]",
                {"expected a map with keys name, numa_node", "got 'soft0'"}});
+  expectError({"verbs device allowed and excluded",
+               "fabric:\n  verbs:\n    devices: [mlx5_0]\n    exclude_devices: [mlx5_1, mlx5_0]\n",
+               4,
+               "fabric.verbs.exclude_devices[1]",
+               {"device 'mlx5_0' is also in fabric.verbs.devices"}});
+  expectError({"duplicate excluded verbs device",
+               "fabric:\n  verbs:\n    exclude_devices: [mlx5_bond_0, mlx5_bond_0]\n",
+               3,
+               "fabric.verbs.exclude_devices[1]",
+               {"duplicate device 'mlx5_bond_0'"}});
   expectError({"duplicate verbs device",
                "fabric:\n  verbs:\n    devices: [mlx5_0, mlx5_0]\n",
                3,

@@ -71,6 +71,8 @@ echo "4: ACTIVE" >"$p0/state"; echo Ethernet >"$p0/link_layer"; echo "100 Gb/sec
 echo "fe80:0000:0000:0000:0000:0000:0000:0001" >"$p0/gids/0"; echo "RoCE v1" >"$p0/gid_attrs/types/0"
 echo "0000:0000:0000:0000:0000:ffff:0a00:000c" >"$p0/gids/3"; echo "RoCE v2" >"$p0/gid_attrs/types/3"
 echo "1: DOWN" >"$p1/state"; echo InfiniBand >"$p1/link_layer"; echo "200 Gb/sec (4X HDR)" >"$p1/rate"
+mkdir -p "$p0/hw_counters"
+echo 3 >"$p0/hw_counters/local_ack_timeout_err"; echo 0 >"$p0/hw_counters/packet_seq_err"
 
 TENT_HW_SMOKE_SYSFS="$fake" smoke --dry-run --out "$tmp/out" --build "$tmp/build"
 expect_rc 0 "--dry-run with two devices"
@@ -81,6 +83,13 @@ for step in "ensure-build.sh $tmp/build" fabric_verbs_hardware_test \
             "--config=$tmp/out/verbs-mlx5_0.yaml" "--config=$tmp/out/verbs-mlx5_1.yaml" \
             "--config=$tmp/out/verbs-all.yaml" "--check_consistency=true" \
             "run_burst_comparison.sh --build $tmp/build" "--capacity 37.5"; do
+  expect_text "$step" "planned: $step"
+done
+# perftest beside tebench: each device to itself and across the two NICs.
+for step in "ib_write_lat -d mlx5_0 -i 1" "-s 4096" "ib_write_bw -d mlx5_1 -i 1" "-s 4194304" \
+            "ib_write_bw -d mlx5_0 -i 1 -p" "-x 3" "--start_block_size=4M" \
+            "perftest mlx5_0->mlx5_0" "perftest mlx5_1->mlx5_1" "perftest mlx5_0->mlx5_1" \
+            "read retransmit counters" "retransmits            SKIP  dry run (2 counters found)"; do
   expect_text "$step" "planned: $step"
 done
 for f in verbs-mlx5_0 verbs-mlx5_1 verbs-all; do
@@ -100,6 +109,29 @@ TENT_HW_SMOKE_SYSFS="$fake" smoke --dry-run --out "$tmp/out2" --devices mlx5_1 -
 expect_rc 0 "--devices picks one"
 expect_text "devices: mlx5_1" "only the named device"
 expect_text "burst                  SKIP" "--no-burst skips the comparison"
+
+# Two hosts: the servers go through ssh to the peer, with configs it can be reached by.
+TENT_HW_SMOKE_SYSFS="$fake" TENT_HW_SMOKE_SSH="echo ssh" smoke --dry-run --out "$tmp/out4" \
+  --devices mlx5_0 --no-burst --peer 198.18.0.2 --peer-top /srv/tent
+expect_rc 0 "--peer with --dry-run"
+expect_text "two hosts: servers on 198.18.0.2" "the two-host mode says so"
+expect_text "echo ssh 198.18.0.2 exec timeout 120 ib_write_bw -d mlx5_0" "perftest server on the peer"
+expect_text "ib_write_bw -d mlx5_0 -i 1 -p 18602 -s 4194304 -n 2000 -F --report_gbits -x 3 198.18.0.2" \
+  "perftest client here, to the peer"
+expect_text "/srv/tent/" "the peer runs its own checkout's tebench"
+if grep -qF 'advertise_host: "198.18.0.2"' "$tmp/out4/peer-verbs-mlx5_0.yaml"; then
+  pass "the peer's config advertises the peer"
+else
+  fail "peer-verbs-mlx5_0.yaml: $(cat "$tmp/out4/peer-verbs-mlx5_0.yaml" 2>&1)"
+fi
+smoke --retransmit-limit lots
+expect_rc 2 "--retransmit-limit that is not a count"
+
+# Without a build the engine steps fail, but the retransmit counters are still read
+# and compared (unchanged here: 0 events).
+TENT_HW_SMOKE_SYSFS="$fake" smoke --no-build --out "$tmp/out5" --build "$tmp/nobuild" --devices mlx5_0
+expect_rc 1 "no build: a failure"
+expect_text "retransmits            PASS  0 events (limit 1000)" "counters compared after a failure"
 
 TENT_HW_SMOKE_SYSFS="$fake" smoke --dry-run --out "$tmp/out3" --devices mlx5_9
 expect_rc 2 "--devices naming a device that is not there"

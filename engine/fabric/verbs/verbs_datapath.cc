@@ -64,7 +64,7 @@ uint64_t VerbsQp::fillWr(const SendWr& wr, uint64_t seq, ibv_send_wr* out, ibv_s
   out->opcode = wr.opcode == WrOpcode::kRdmaRead ? IBV_WR_RDMA_READ
                 : wr.opcode == WrOpcode::kSend   ? IBV_WR_SEND
                                                  : IBV_WR_RDMA_WRITE;
-  out->send_flags = wr.signaled ? IBV_SEND_SIGNALED : 0;
+  out->send_flags = 0;  // postChain() signals what CQ moderation asks for
   out->wr.rdma.remote_addr = wr.remote_addr;
   out->wr.rdma.rkey = wr.rkey;
   // The slot is free: sendQueueFull() guaranteed its previous WR retired. The
@@ -74,7 +74,13 @@ uint64_t VerbsQp::fillWr(const SendWr& wr, uint64_t seq, ibv_send_wr* out, ibv_s
   slot.wr_id = wr.wr_id;
   slot.byte_len = static_cast<uint32_t>(bytes);
   slot.opcode = wr.opcode;
+  slot.infer = wr.signaled;  // until postChain() has the NIC signal it
   return bytes;
+}
+
+void VerbsQp::signalByNic(uint64_t seq, ibv_send_wr* wr) noexcept {
+  wr->send_flags = IBV_SEND_SIGNALED;
+  slots_[seq & slot_mask_].infer = false;  // its own CQE reports it
 }
 
 // Builds the chain in stack chunks of kPostChunkWrs WRs / kPostChunkSges SGEs and
@@ -112,6 +118,8 @@ int VerbsQp::postChain(const SendWr* wr, const SendWr** bad_wr) noexcept {
     int n = 0;
     int used_sges = 0;
     int error = 0;
+    uint32_t unsignaled = 0;  // WRs to report since the last one the NIC signals
+    int last_report = -1;
     for (; wr != nullptr && n < kPostChunkWrs; wr = wr->next) {
       if (wr->num_sge > max_sge_ || (wr->num_sge > 0 && wr->sg_list == nullptr) ||
           wr->opcode == WrOpcode::kRecv) {
@@ -124,11 +132,20 @@ int VerbsQp::postChain(const SendWr* wr, const SendWr** bad_wr) noexcept {
         break;
       }
       fillWr(*wr, seq + n, &wrs[n], &sges[used_sges]);
+      if (wr->signaled) {
+        last_report = n;
+        if (++unsignaled >= signal_every_) {
+          signalByNic(seq + n, &wrs[n]);
+          unsignaled = 0;
+        }
+      }
       if (n > 0) wrs[n - 1].next = &wrs[n];
       sources[n] = wr;
       used_sges += static_cast<int>(wr->num_sge);
       ++n;
     }
+    // Every chunk ends signaled, so no WR waits for a later post to complete.
+    if (unsignaled > 0) signalByNic(seq + last_report, &wrs[last_report]);
     if (n > 0) {
       ibv_send_wr* ibv_bad = nullptr;
       int rc = ops_.post_send(qp_, wrs, &ibv_bad);
@@ -215,36 +232,34 @@ uint64_t VerbsQp::takeRecv(uint64_t seq48) noexcept {
 
 // ---- completions --------------------------------------------------------------
 
+uint64_t VerbsQp::fullSeq(uint64_t seq48) const noexcept {
+  // posted_ is at most max_send_wr ahead of any WR still to complete.
+  const uint64_t posted = posted_.load(std::memory_order_acquire);
+  return posted - (((posted & kWrIdSeqMask) - seq48) & kWrIdSeqMask);
+}
+
 // Retires every WR up to and including `seq48` (unsignaled ones before it too).
-// Completions of one QP may be handled by two pollers out of order: keep the max.
 void VerbsQp::retire(uint64_t seq48) noexcept {
-  uint64_t posted = posted_.load(std::memory_order_acquire);
-  // The full sequence number of the completed WR: posted_ is at most max_send_wr ahead.
-  uint64_t seq = posted - (((posted & kWrIdSeqMask) - seq48) & kWrIdSeqMask);
-  uint64_t retired_to = seq + 1;
+  const uint64_t retired_to = fullSeq(seq48) + 1;
   uint64_t current = retired_.load(std::memory_order_relaxed);
   while (current < retired_to &&
          !retired_.compare_exchange_weak(current, retired_to, std::memory_order_acq_rel)) {
   }
 }
 
-bool VerbsCq::translate(const ibv_wc& in, WorkCompletion* out) noexcept {
-  const bool recv = (in.wr_id & kWrIdRecvFlag) != 0;
-  uint32_t index = static_cast<uint32_t>(in.wr_id >> kWrIdIndexShift);
-  VerbsQp* qp = index < qp_capacity_ ? qps_[index].load(std::memory_order_acquire) : nullptr;
-  if (qp == nullptr) return false;  // a QP destroyed with completions in flight
-  uint64_t seq48 = in.wr_id & kWrIdSeqMask;
-  if (recv) {
-    out->wr_id = qp->takeRecv(seq48);
-    out->opcode = WrOpcode::kRecv;
-    out->status = toWcStatus(in.status);
-    out->byte_len = out->status == WcStatus::kSuccess ? in.byte_len : 0;
-    out->qp_num = in.qp_num;
-    out->vendor_err = in.vendor_err;
-    if (out->status != WcStatus::kSuccess && out->status != WcStatus::kFlushed) qp->markError();
-    return true;
-  }
-  const VerbsQp::Slot& slot = qp->slotOf(seq48);
+void VerbsCq::translateRecv(VerbsQp& qp, const ibv_wc& in, WorkCompletion* out) noexcept {
+  out->wr_id = qp.takeRecv(in.wr_id & kWrIdSeqMask);
+  out->opcode = WrOpcode::kRecv;
+  out->status = toWcStatus(in.status);
+  out->byte_len = out->status == WcStatus::kSuccess ? in.byte_len : 0;
+  out->qp_num = in.qp_num;
+  out->vendor_err = in.vendor_err;
+  if (out->status != WcStatus::kSuccess && out->status != WcStatus::kFlushed) qp.markError();
+}
+
+void VerbsCq::translateSend(VerbsQp& qp, const ibv_wc& in, WorkCompletion* out) noexcept {
+  const uint64_t seq48 = in.wr_id & kWrIdSeqMask;
+  const VerbsQp::Slot& slot = qp.slotOf(seq48);
   out->wr_id = slot.wr_id;
   out->opcode = slot.opcode;  // ibv_wc.opcode is undefined for error completions
   out->byte_len = slot.byte_len;
@@ -252,8 +267,43 @@ bool VerbsCq::translate(const ibv_wc& in, WorkCompletion* out) noexcept {
   out->qp_num = in.qp_num;
   out->vendor_err = in.vendor_err;
   // Any error completion means the NIC moved the QP to the error state.
-  if (out->status != WcStatus::kSuccess) qp->markError();
-  qp->retire(seq48);
+  if (out->status != WcStatus::kSuccess) {
+    qp.markError();
+    qp.noteErrorCompletion();
+  }
+  qp.retire(seq48);
+}
+
+bool VerbsCq::emit(const ibv_wc& in, WorkCompletion* wc, int max, int* done) noexcept {
+  const uint32_t index = static_cast<uint32_t>(in.wr_id >> kWrIdIndexShift);
+  VerbsQp* qp = index < qp_capacity_ ? qps_[index].load(std::memory_order_acquire) : nullptr;
+  // A QP destroyed with completions in flight (or its slot reused while this CQE was
+  // held): destroy_qp removed its CQEs from the CQ, this one is stale.
+  if (qp == nullptr || qp->qpNum() != in.qp_num) return true;
+  if (in.wr_id & kWrIdRecvFlag) {
+    if (*done == max) return false;
+    translateRecv(*qp, in, &wc[(*done)++]);
+    return true;
+  }
+  // RC completes in order: the WRs before this one that the NIC did not signal are
+  // complete too (flushed when an error came before them).
+  const uint64_t seq = qp->fullSeq(in.wr_id & kWrIdSeqMask);
+  for (uint64_t next = qp->retiredSeq(); next < seq; next = qp->retiredSeq()) {
+    const VerbsQp::Slot& slot = qp->slotAt(next);
+    if (slot.infer) {
+      if (*done == max) return false;
+      WorkCompletion& out = wc[(*done)++];
+      out.wr_id = slot.wr_id;
+      out.opcode = slot.opcode;
+      out.byte_len = slot.byte_len;
+      out.status = qp->errorSeen() ? WcStatus::kFlushed : WcStatus::kSuccess;
+      out.qp_num = in.qp_num;
+      out.vendor_err = 0;
+    }
+    qp->retireNext(next);
+  }
+  if (*done == max) return false;
+  translateSend(*qp, in, &wc[(*done)++]);
   return true;
 }
 
@@ -268,20 +318,29 @@ int VerbsCq::poll(WorkCompletion* wc, int max) noexcept {
   return done;
 }
 
+// Reads CQEs only as far as their completions surely fit (each stands for at most
+// signal_every), so a CQE is held across calls only when `max` is below that.
 int VerbsCq::pollOwned(WorkCompletion* wc, int max) noexcept {
-  ibv_wc raw[kPollChunk];
   int done = 0;
+  bool drained = false;
   while (done < max) {
-    int want = max - done < kPollChunk ? max - done : kPollChunk;
-    int n = ops_.poll_cq(cq_, want, raw);
-    if (n < 0) {
-      TENT_DLOG(kFabric, "verbs cq: poll_cq failed rc=%d", n);
-      return done > 0 ? done : -1;  // the error repeats on the next call
+    if (held_next_ == held_count_) {
+      if (drained) break;
+      int want = (max - done) / static_cast<int>(signal_every_);
+      want = want < 1 ? 1 : (want > kPollChunk ? kPollChunk : want);
+      const int n = ops_.poll_cq(cq_, want, held_);
+      held_next_ = 0;
+      held_count_ = n > 0 ? n : 0;
+      if (n < 0) {
+        TENT_DLOG(kFabric, "verbs cq: poll_cq failed rc=%d", n);
+        if (done == 0) return -1;  // the error repeats on the next call
+        break;
+      }
+      if (n == 0) break;
+      drained = n < want;
     }
-    for (int i = 0; i < n; ++i) {
-      if (translate(raw[i], &wc[done])) ++done;
-    }
-    if (n < want) break;
+    if (!emit(held_[held_next_], wc, max, &done)) break;
+    ++held_next_;
   }
   if (done > 0) device_.countCompletions(static_cast<uint64_t>(done));
   return done;

@@ -159,6 +159,9 @@ Status VerbsDevice::openContext(ibv_device* device, const config::VerbsFabricCon
   int rc = callError(ops_.query_device(context_, &device_attr_));
   if (rc != 0)
     return Status::IoError("verbs " + info_.name + ": query_device failed: " + errnoText(rc));
+  if (device_attr_.max_mr_size != 0) info_.max_mr_bytes = device_attr_.max_mr_size;
+  relaxed_ordering_.store(config.relaxed_ordering, std::memory_order_relaxed);
+  signal_every_ = config.signal_every;
   if (config.port == 0 || config.port > device_attr_.phys_port_cnt) {
     return Status::InvalidArgument("verbs " + info_.name + ": port " + std::to_string(config.port) +
                                    " does not exist (device has " +
@@ -255,12 +258,30 @@ PortCounters VerbsDevice::counters() const noexcept {
 
 // ---- resources ----------------------------------------------------------------
 
+// IBV_ACCESS_RELAXED_ORDERING is an optional access flag: a device without relaxed
+// ordering ignores it. An older kernel refuses it with EINVAL instead: then this
+// device registers without it from now on, said once.
 Result<std::unique_ptr<MemoryRegion>> VerbsDevice::registerMemory(void* addr, size_t length,
                                                                   uint32_t access) {
   if (addr == nullptr || length == 0) {
     return Status::InvalidArgument("verbs " + info_.name + ": registerMemory of an empty range");
   }
-  ibv_mr* mr = ops_.reg_mr(pd_, addr, length, toIbvAccess(access));
+  if (length > info_.max_mr_bytes) {
+    return Status::InvalidArgument(
+        "verbs " + info_.name + ": registerMemory of " + std::to_string(length) +
+        " bytes exceeds the device's max_mr_size (" + std::to_string(info_.max_mr_bytes) + ")");
+  }
+  const bool relaxed = relaxed_ordering_.load(std::memory_order_relaxed);
+  int flags = toIbvAccess(access) | (relaxed ? IBV_ACCESS_RELAXED_ORDERING : 0);
+  ibv_mr* mr = ops_.reg_mr(pd_, addr, length, flags);
+  if (mr == nullptr && relaxed && errno == EINVAL) {
+    if (relaxed_ordering_.exchange(false))
+      TENT_INFO(kFabric,
+                "verbs %s: the kernel refuses IBV_ACCESS_RELAXED_ORDERING; registering "
+                "without it",
+                info_.name.c_str());
+    mr = ops_.reg_mr(pd_, addr, length, toIbvAccess(access));
+  }
   if (mr == nullptr) {
     return Status::IoError("verbs " + info_.name + ": reg_mr(" + std::to_string(length) +
                            " bytes) failed: " + errnoText(errno));
@@ -327,6 +348,7 @@ Result<std::unique_ptr<QueuePair>> VerbsDevice::createQp(const QpInitAttr& attr)
     return Status::IoError("verbs " + info_.name + ": create_qp failed: " + errnoText(errno));
   auto qp = std::make_unique<VerbsQp>(*this, *cq, raw, attr.max_send_wr, attr.max_sge, recv_cq,
                                       attr.max_recv_wr);
+  qp->setSignalEvery(signal_every_);
   TENT_RETURN_IF_ERROR(qp->attachToCq());  // destroys the QP on failure
   return std::unique_ptr<QueuePair>(std::move(qp));
 }

@@ -9,6 +9,10 @@
 // opcode even for flush errors (where ibv_wc.opcode is undefined), and retires
 // every WR up to its sequence - unsignaled WRs before it included - so
 // outstanding() is exact and a QP never posts more than max_send_wr WRs.
+// CQ moderation (fabric.verbs.signal_every = N): of the WRs the caller wants
+// completed, the NIC signals every Nth and the last of each posted chunk; the others
+// (Slot::infer) are reported from their slots when a later CQE of the QP arrives,
+// succeeded before an error or flush CQE, flushed after one (docs/fabric.md).
 //
 // CQ overflow: a CQ overflow is reported by the NIC only as an IBV_EVENT_CQ_ERR
 // async event, which the datapath cannot afford to read. We make it impossible
@@ -46,6 +50,15 @@ inline constexpr uint8_t kHopLimit = 64;
 inline constexpr uint8_t kMinRnrTimer = 12;   // 0.64 ms; only SENDs (notify QPs) need RQ WRs
 inline constexpr int kRecvChunkWrs = 16;      // ibv_recv_wr built on the stack per post call
 inline constexpr uint32_t kInitialSqPsn = 0;  // see modifyToRts()
+
+// ---- device checks (verbs_device_check.cc) -------------------------------------
+enum class DeviceTransport : uint8_t { kInfinibandOrRoce, kEfa, kIwarp, kOther };
+DeviceTransport transportOf(const ibv_device& device) noexcept;
+// OK for IB and RoCE; NotSupported naming the transport and the alternative otherwise.
+Status checkTransport(const VerbsOps& ops, ibv_device* device);
+class VerbsDevice;
+// What a device needs to join the default set: an ACTIVE port with a non-zero GID.
+Status checkUsablePort(const VerbsDevice& device);
 
 // ---- pure helpers -------------------------------------------------------------
 WcStatus toWcStatus(ibv_wc_status status) noexcept;
@@ -108,7 +121,12 @@ class VerbsCq final : public CompletionQueue {
  private:
   int pollOwned(WorkCompletion* wc, int max) noexcept;  // with polling_ held
   std::atomic<bool> polling_{false};
-  bool translate(const ibv_wc& in, WorkCompletion* out) noexcept;
+  // Writes the completions one CQE stands for from wc[*done] on (the WRs before it
+  // completed by inference, then its own); false when `max` left no room for all of
+  // them: the CQE stays held for the next poll, the inferred ones written stay done.
+  bool emit(const ibv_wc& in, WorkCompletion* wc, int max, int* done) noexcept;
+  void translateRecv(VerbsQp& qp, const ibv_wc& in, WorkCompletion* out) noexcept;
+  void translateSend(VerbsQp& qp, const ibv_wc& in, WorkCompletion* out) noexcept;
 
   VerbsDevice& device_;
   const VerbsOps& ops_;
@@ -118,6 +136,12 @@ class VerbsCq final : public CompletionQueue {
   uint32_t reserved_wr_ = 0;
   uint32_t qp_capacity_;
   std::unique_ptr<std::atomic<VerbsQp*>[]> qps_;
+  // CQEs read from the NIC but not handed out yet (under polling_): a CQE may stand
+  // for up to signal_every completions and the caller's array may be full.
+  ibv_wc held_[kPollChunk]{};
+  int held_count_ = 0;
+  int held_next_ = 0;
+  uint32_t signal_every_ = 1;
 };
 
 class VerbsQp final : public QueuePair {
@@ -127,6 +151,9 @@ class VerbsQp final : public QueuePair {
     uint64_t wr_id = 0;
     uint32_t byte_len = 0;
     WrOpcode opcode = WrOpcode::kRdmaWrite;
+    // The caller asked for a completion (SendWr::signaled) and the NIC was not asked
+    // to signal it: it completes by inference from a later CQE of its QP.
+    bool infer = false;
   };
 
   VerbsQp(VerbsDevice& device, VerbsCq& cq, ibv_qp* qp, uint32_t max_send_wr, uint32_t max_sge,
@@ -148,8 +175,22 @@ class VerbsQp final : public QueuePair {
   Status modifyToRts() override;
   Status modifyToError() override;
 
-  // Completion side (called by VerbsCq::poll, any thread).
+  // CQ moderation: of the WRs the caller wants completed, the NIC signals every Nth
+  // and the last of each posted chunk; the others complete by inference (VerbsCq).
+  void setSignalEvery(uint32_t n) noexcept { signal_every_ = n < 1 ? 1 : n; }
+
+  // Completion side (called by VerbsCq::poll, one poller of the CQ at a time).
   const Slot& slotOf(uint64_t seq48) const noexcept { return slots_[seq48 & slot_mask_]; }
+  // The full sequence number of a posted WR from the 47 bits a wr_id carries.
+  uint64_t fullSeq(uint64_t seq48) const noexcept;
+  // The oldest WR not retired yet, and retiring exactly it (inferred completions).
+  uint64_t retiredSeq() const noexcept { return retired_.load(std::memory_order_acquire); }
+  const Slot& slotAt(uint64_t seq) const noexcept { return slots_[seq & slot_mask_]; }
+  void retireNext(uint64_t seq) noexcept { retired_.store(seq + 1, std::memory_order_release); }
+  // After an error or flush completion the QP executes nothing more: WRs completed
+  // by inference from then on were flushed, those before it succeeded.
+  bool errorSeen() const noexcept { return error_seen_; }
+  void noteErrorCompletion() noexcept { error_seen_ = true; }
   void retire(uint64_t seq48) noexcept;
   // Receives complete in posting order: the caller's wr_id of receive `seq48`, retired.
   uint64_t takeRecv(uint64_t seq48) noexcept;
@@ -158,6 +199,7 @@ class VerbsQp final : public QueuePair {
  private:
   Status modify(ibv_qp_attr& attr, int mask, QpState from, QpState to);
   uint64_t fillWr(const SendWr& wr, uint64_t seq, ibv_send_wr* out, ibv_sge* sges) noexcept;
+  void signalByNic(uint64_t seq, ibv_send_wr* wr) noexcept;
   bool sendQueueFull(uint64_t seq, uint64_t& retired_view) noexcept;
   int postChain(const SendWr* wr, const SendWr** bad_wr) noexcept;
 
@@ -176,6 +218,8 @@ class VerbsQp final : public QueuePair {
   alignas(64) std::atomic<uint64_t> retired_{0};
   uint64_t slot_mask_;
   std::unique_ptr<Slot[]> slots_;
+  uint32_t signal_every_ = 1;  // set before the QP is used; read by the poster only
+  bool error_seen_ = false;    // the CQ's poller only (polling_ orders its pollers)
   // Receive queue (max_recv_wr_ 0: none).
   VerbsCq* recv_cq_ = nullptr;
   uint32_t max_recv_wr_ = 0;
@@ -212,6 +256,7 @@ class VerbsDevice final : public Device {
   const PortSetup& port() const noexcept { return port_; }
   const std::string& name() const noexcept { return info_.name; }
   std::string describe() const;  // one line for linkModel()
+  uint32_t signalEvery() const noexcept { return signal_every_; }
   void countCompletions(uint64_t n) noexcept {
     completions_.fetch_add(n, std::memory_order_relaxed);
   }
@@ -232,6 +277,8 @@ class VerbsDevice final : public Device {
   DeviceInfo info_;
   std::string sysfs_path_;
   std::atomic<uint64_t> completions_{0};
+  std::atomic<bool> relaxed_ordering_{false};  // registrations ask for it (config, kernel)
+  uint32_t signal_every_ = 1;                  // fabric.verbs.signal_every
 };
 
 class VerbsProvider final : public Provider {

@@ -40,12 +40,18 @@ std::string joinNames(const DeviceList& list) {
   return out;
 }
 
-// The devices to open, in configuration order (all when none is named).
+bool listed(const std::vector<std::string>& names, const std::string& name) {
+  return std::find(names.begin(), names.end(), name) != names.end();
+}
+
+// The candidates, in configuration order (allow-list), else in rdma-core's order
+// minus the deny-list. `named` says whether the user asked for them by name.
 Result<std::vector<size_t>> pickDevices(const DeviceList& list,
                                         const config::VerbsFabricConfig& config) {
   std::vector<size_t> picked;
   if (config.devices.empty()) {
-    for (size_t i = 0; i < list.size(); ++i) picked.push_back(i);
+    for (size_t i = 0; i < list.size(); ++i)
+      if (!listed(config.exclude_devices, list.nameOf(i))) picked.push_back(i);
     return picked;
   }
   for (const std::string& wanted : config.devices) {
@@ -58,6 +64,51 @@ Result<std::vector<size_t>> pickDevices(const DeviceList& list,
     picked.push_back(i);
   }
   return picked;
+}
+
+// Opens one candidate and checks what a default (unnamed) device must have.
+Result<std::unique_ptr<verbs::VerbsDevice>> openCandidate(const VerbsOps& ops, ibv_device* device,
+                                                          uint32_t index, bool named,
+                                                          const config::VerbsFabricConfig& config) {
+  TENT_RETURN_IF_ERROR(verbs::checkTransport(ops, device));
+  TENT_ASSIGN_OR_RETURN(auto opened, verbs::VerbsDevice::open(ops, device, index, config));
+  if (!named) TENT_RETURN_IF_ERROR(verbs::checkUsablePort(*opened));
+  return opened;
+}
+
+// Opens the picked devices. A named device that fails fails the provider; an
+// unnamed one is skipped with a warning (a storage NIC with its port down must not
+// stop the engine), and when none is left the error lists every reason.
+Result<std::vector<std::unique_ptr<verbs::VerbsDevice>>> openDevices(
+    const VerbsOps& ops, const config::VerbsFabricConfig& config) {
+  DeviceList list(ops);
+  TENT_ASSIGN_OR_RETURN(std::vector<size_t> picked, pickDevices(list, config));
+  const bool named = !config.devices.empty();
+  std::vector<std::unique_ptr<verbs::VerbsDevice>> devices;
+  std::string skipped;
+  Status first_failure;
+  for (size_t i : picked) {
+    auto device = openCandidate(ops, list[i], static_cast<uint32_t>(devices.size()), named, config);
+    if (device.ok()) {
+      devices.push_back(std::move(device).value());
+      continue;
+    }
+    if (named) return device.status();
+    TENT_WARN(kFabric, "verbs: skipping %s: %s", list.nameOf(i).c_str(),
+              device.status().message().c_str());
+    skipped += (skipped.empty() ? "" : "; ") + std::string(device.status().message());
+    if (first_failure.ok()) first_failure = device.status();
+  }
+  if (devices.empty()) {
+    if (first_failure.ok()) {
+      return Status::NotFound("verbs: every RDMA device is in fabric.verbs.exclude_devices (" +
+                              joinNames(list) + ")");
+    }
+    return Status(first_failure.code(), "verbs: no usable RDMA device (" + skipped +
+                                            "); on a host without a usable RDMA NIC use the tcp "
+                                            "provider (fabric.provider: tcp)");
+  }
+  return devices;
 }
 
 }  // namespace
@@ -81,14 +132,7 @@ Result<std::unique_ptr<Provider>> createVerbsProvider(const config::VerbsFabricC
         ": rdma-core lists none (no NIC, or no RDMA support in the kernel); on a host without "
         "RDMA use the tcp provider (fabric.provider: tcp; Mooncake: protocol 'tcp')");
   }
-  TENT_ASSIGN_OR_RETURN(std::vector<size_t> picked, pickDevices(list, config));
-  std::vector<std::unique_ptr<verbs::VerbsDevice>> devices;
-  for (size_t i : picked) {
-    auto device =
-        verbs::VerbsDevice::open(ops, list[i], static_cast<uint32_t>(devices.size()), config);
-    if (!device.ok()) return device.status();
-    devices.push_back(std::move(device).value());
-  }
+  TENT_ASSIGN_OR_RETURN(auto devices, openDevices(ops, config));
   return std::unique_ptr<Provider>(new verbs::VerbsProvider(std::move(devices)));
 }
 

@@ -48,6 +48,7 @@ VerbsCq::VerbsCq(VerbsDevice& device, ibv_cq* cq, uint32_t depth)
       qp_capacity_(depth < kMaxQpsPerCq ? depth : kMaxQpsPerCq),
       qps_(new std::atomic<VerbsQp*>[qp_capacity_]) {
   for (uint32_t i = 0; i < qp_capacity_; ++i) qps_[i].store(nullptr, std::memory_order_relaxed);
+  signal_every_ = device.signalEvery();
 }
 
 VerbsCq::~VerbsCq() {

@@ -31,6 +31,11 @@ ibv_context* openDevice(ibv_device* device) {
     errno = ENODEV;
     return nullptr;
   }
+  auto failing = g_fake->fail_open_of.find(device->name);
+  if (failing != g_fake->fail_open_of.end()) {
+    errno = failing->second;
+    return nullptr;
+  }
   auto ctx = std::make_unique<ibv_context>();
   ctx->device = device;
   g_fake->contexts.push_back(std::move(ctx));
@@ -69,6 +74,10 @@ ibv_mr* regMr(ibv_pd* pd, void* addr, size_t length, int access) {
   g_fake->reg_addrs.push_back(addr);
   if (g_fake->fail_reg_mr) {
     errno = EFAULT;
+    return nullptr;
+  }
+  if (g_fake->reject_relaxed_ordering && (access & IBV_ACCESS_RELAXED_ORDERING)) {
+    errno = EINVAL;  // a kernel older than the optional access flags
     return nullptr;
   }
   auto mr = std::make_unique<ibv_mr>();
@@ -173,8 +182,9 @@ VerbsOps makeFakeOps() {
   ops.open_device = openDevice;
   ops.close_device = [](ibv_context*) { return ++g_fake->closed, 0; };
   ops.query_device = [](ibv_context*, ibv_device_attr* a) { return *a = g_fake->device_attr, 0; };
-  ops.query_port = [](ibv_context*, uint8_t, ibv_port_attr* a) {
-    return *a = g_fake->port_attr, 0;
+  ops.query_port = [](ibv_context* c, uint8_t, ibv_port_attr* a) {
+    auto own = g_fake->port_attr_of.find(c->device->name);
+    return *a = own != g_fake->port_attr_of.end() ? own->second : g_fake->port_attr, 0;
   };
   ops.query_gid = queryGid;
   ops.query_gid_ex = queryGidEx;
@@ -216,8 +226,22 @@ FakeVerbs::~FakeVerbs() {
   g_fake = nullptr;
 }
 
-void FakeVerbs::addDevice(const std::string& name) {
+void FakeVerbs::addDevice(const std::string& name, Kind kind) {
   auto d = std::make_unique<ibv_device>();
+  d->node_type = IBV_NODE_CA;
+  d->transport_type = IBV_TRANSPORT_IB;
+  if (kind == Kind::kEfa) {
+    d->node_type = IBV_NODE_UNSPECIFIED;
+    d->transport_type = IBV_TRANSPORT_UNSPECIFIED;
+  } else if (kind == Kind::kIwarp) {
+    d->node_type = IBV_NODE_RNIC;
+    d->transport_type = IBV_TRANSPORT_IWARP;
+  }
+  if (kind == Kind::kInfiniband) {
+    port_attr_of[name] = port_attr;
+    port_attr_of[name].link_layer = IBV_LINK_LAYER_INFINIBAND;
+    port_attr_of[name].lid = static_cast<uint16_t>(devices.size() + 1);
+  }
   std::snprintf(d->name, sizeof(d->name), "%s", name.c_str());
   std::snprintf(d->ibdev_path, sizeof(d->ibdev_path), "/nonexistent/infiniband/%s", name.c_str());
   devices.push_back(std::move(d));

@@ -35,7 +35,13 @@ struct FakeVerbs {
   ~FakeVerbs();
 
   // ---- what the fake machine has -------------------------------------------
-  void addDevice(const std::string& name);
+  // What rdma-core reports for each kind (node and transport type; link layer of
+  // the port: IB or Ethernet; EFA unspecified).
+  enum class Kind { kInfiniband, kRoce, kEfa, kIwarp };
+  void addDevice(const std::string& name, Kind kind = Kind::kRoce);
+  // Per device: its port's attributes (state, link layer) differ from port_attr.
+  std::map<std::string, ibv_port_attr> port_attr_of;
+  std::map<std::string, int> fail_open_of;  // device name -> errno of open_device
   void setGid(int index, ibv_gid_type type,
               const std::string& text);  // "::ffff:10.0.0.1" / "fe80::1"
   std::vector<std::unique_ptr<ibv_device>> devices;
@@ -48,7 +54,8 @@ struct FakeVerbs {
   // ---- failure switches ------------------------------------------------------
   bool fail_open = false;
   bool fail_reg_mr = false;
-  int fail_reg_dmabuf_mr = 0;  // errno returned by reg_dmabuf_mr (0: succeeds)
+  bool reject_relaxed_ordering = false;  // reg_mr with IBV_ACCESS_RELAXED_ORDERING: EINVAL
+  int fail_reg_dmabuf_mr = 0;            // errno returned by reg_dmabuf_mr (0: succeeds)
   bool fail_create_qp = false;
   std::map<ibv_qp_state, int> modify_rc;  // target state -> errno returned
   long fail_post_at = -1;                 // global WR number (over all posts) that fails

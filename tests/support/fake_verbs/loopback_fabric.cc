@@ -5,11 +5,13 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <thread>
 
 #include "fabric/verbs/verbs_ops.h"
 #include "loopback_internal.h"
@@ -276,6 +278,12 @@ LoopbackStats LoopbackVerbs::stats() const noexcept {
   s.retry_exceeded = c.retry_exceeded.load();
   s.concurrent_posts = c.concurrent_posts.load();
   s.cq_overflows = c.cq_overflows.load();
+  s.registrations = c.registrations.load();
+  s.relaxed_registrations = c.relaxed_registrations.load();
+  {
+    std::lock_guard<std::mutex> lock(fabric_->reg_mu);
+    s.reg_in_flight_max = fabric_->reg_in_flight_max;
+  }
   s.open_contexts = c.contexts.load();
   s.pds = c.pds.load();
   s.mrs = c.mrs.load();
@@ -283,6 +291,40 @@ LoopbackStats LoopbackVerbs::stats() const noexcept {
   s.qps = c.qps.load();
   return s;
 }
+
+void LoopbackVerbs::setRegistrationModel(const RegistrationModel& model) {
+  std::lock_guard<std::mutex> lock(fabric_->reg_mu);
+  fabric_->reg_model = model;
+  fabric_->reg_in_flight_max = 0;
+  fabric_->reg_met = false;
+}
+
+namespace loopback {
+
+bool Fabric::enterRegistration(const Device& d, size_t length) {
+  std::unique_lock<std::mutex> lock(reg_mu);
+  ++reg_in_flight;
+  reg_in_flight_max = std::max(reg_in_flight_max, reg_in_flight);
+  if (reg_model.meet > 0) {
+    if (reg_in_flight >= reg_model.meet) reg_met = true;
+    reg_cv.notify_all();
+    // A bound, not an expectation: sequential registrations never meet and the
+    // test sees reg_in_flight_max below `meet`.
+    reg_cv.wait_for(lock, std::chrono::seconds(60), [&] { return reg_met; });
+  }
+  const uint64_t cost_ns = reg_model.ns_per_page * ((length + 4095) / 4096);
+  const bool fail = !reg_model.fail_on_device.empty() && reg_model.fail_on_device == d.spec.name;
+  lock.unlock();
+  if (cost_ns > 0) std::this_thread::sleep_for(std::chrono::nanoseconds(cost_ns));
+  return !fail;
+}
+
+void Fabric::leaveRegistration() {
+  std::lock_guard<std::mutex> lock(reg_mu);
+  --reg_in_flight;
+}
+
+}  // namespace loopback
 
 void LoopbackVerbs::setOnContractBreak(OnContractBreak policy) noexcept {
   fabric_->policy.store(policy, std::memory_order_relaxed);

@@ -17,6 +17,7 @@
 #include <infiniband/verbs.h>
 
 #include <atomic>
+#include <condition_variable>
 #include <cstdint>
 #include <memory>
 #include <mutex>
@@ -235,7 +236,8 @@ class Qp {
 
 struct FabricCounters {
   std::atomic<uint64_t> wrs_executed{0}, bytes_moved{0}, error_completions{0}, flushed{0},
-      retry_exceeded{0}, concurrent_posts{0}, cq_overflows{0};
+      retry_exceeded{0}, concurrent_posts{0}, cq_overflows{0}, registrations{0},
+      relaxed_registrations{0};
   std::atomic<int64_t> contexts{0}, pds{0}, mrs{0}, cqs{0}, qps{0};
 };
 
@@ -251,6 +253,17 @@ class Fabric {
   std::string sysfs_root;
   std::atomic<OnContractBreak> policy;
   FabricCounters counters;
+
+  // Registration cost and rendezvous (loopback_verbs.h), under reg_mu.
+  std::mutex reg_mu;
+  std::condition_variable reg_cv;
+  RegistrationModel reg_model;
+  uint64_t reg_in_flight = 0, reg_in_flight_max = 0;
+  bool reg_met = false;
+  // Enters reg_mr: counts it, waits for the rendezvous, pays the page cost; false
+  // when the model makes this registration fail.
+  bool enterRegistration(const Device& d, size_t length);
+  void leaveRegistration();
 
   std::shared_mutex tables;
   std::unordered_map<uint64_t, Mr*> mrs;                  // key(device, lkey or rkey)

@@ -102,11 +102,32 @@ int deallocPd(ibv_pd* ibv) {
 }
 
 constexpr int kKnownAccess = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE |
-                             IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_ATOMIC;
+                             IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_ATOMIC |
+                             IBV_ACCESS_RELAXED_ORDERING;
+
+ibv_mr* registerChecked(ibv_pd* ibv, void* addr, size_t length, int access);
+
+// reg_mr as the kernel does it: the registration model's cost and rendezvous around
+// the checks and the key allocation.
+ibv_mr* regMr(ibv_pd* ibv, void* addr, size_t length, int access) {
+  Pd* pd = selfOf<Pd>(ibv);
+  if (pd == nullptr) return fail<ibv_mr>(EINVAL);
+  Fabric& f = *pd->device->fabric;
+  const bool allowed = f.enterRegistration(*pd->device, length);
+  ibv_mr* mr = allowed ? registerChecked(ibv, addr, length, access) : fail<ibv_mr>(ENOMEM);
+  const int saved = errno;
+  f.leaveRegistration();
+  if (mr != nullptr) {
+    f.counters.registrations.fetch_add(1);
+    if (access & IBV_ACCESS_RELAXED_ORDERING) f.counters.relaxed_registrations.fetch_add(1);
+  }
+  errno = saved;
+  return mr;
+}
 
 // lkey and rkey differ (unlike mlx5, where they are equal), so a WR that passes one
 // for the other fails here; each registration gets fresh keys, never reused.
-ibv_mr* regMr(ibv_pd* ibv, void* addr, size_t length, int access) {
+ibv_mr* registerChecked(ibv_pd* ibv, void* addr, size_t length, int access) {
   Pd* pd = selfOf<Pd>(ibv);
   if (pd == nullptr || length == 0 || (access & ~kKnownAccess) != 0) return fail<ibv_mr>(EINVAL);
   bool remote_write = access & (IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_ATOMIC);
@@ -261,7 +282,11 @@ VerbsOps makeOps() noexcept {
   ops.close_device = closeDevice;
   ops.query_device = [](ibv_context* ctx, ibv_device_attr* attr) {
     Device* d = deviceOf(ctx);
-    return d ? (*attr = d->attr, 0) : EINVAL;
+    if (d == nullptr) return EINVAL;
+    *attr = d->attr;
+    std::lock_guard<std::mutex> lock(d->fabric->reg_mu);
+    attr->max_mr_size = d->fabric->reg_model.max_mr_size;
+    return 0;
   };
   ops.query_port = queryPort;
   ops.query_gid = queryGid;

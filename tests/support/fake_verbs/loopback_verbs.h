@@ -45,15 +45,29 @@ struct LoopbackOptions {
 };
 
 struct LoopbackStats {
-  uint64_t wrs_executed = 0;       // WRs that passed every check and moved their bytes
-  uint64_t bytes_moved = 0;        // their payload
-  uint64_t error_completions = 0;  // CQEs with a status other than success or flush
-  uint64_t flushed = 0;            // CQEs with IBV_WC_WR_FLUSH_ERR
-  uint64_t retry_exceeded = 0;     // of the error completions
-  uint64_t concurrent_posts = 0;   // post_send entered while another thread was inside it
-  uint64_t cq_overflows = 0;       // CQEs that found their CQ full
+  uint64_t wrs_executed = 0;           // WRs that passed every check and moved their bytes
+  uint64_t bytes_moved = 0;            // their payload
+  uint64_t error_completions = 0;      // CQEs with a status other than success or flush
+  uint64_t flushed = 0;                // CQEs with IBV_WC_WR_FLUSH_ERR
+  uint64_t retry_exceeded = 0;         // of the error completions
+  uint64_t concurrent_posts = 0;       // post_send entered while another thread was inside it
+  uint64_t registrations = 0;          // reg_mr calls that succeeded
+  uint64_t relaxed_registrations = 0;  // of them, with IBV_ACCESS_RELAXED_ORDERING
+  uint64_t reg_in_flight_max = 0;      // most reg_mr calls inside the fake at one time
+  uint64_t cq_overflows = 0;           // CQEs that found their CQ full
   int64_t open_contexts = 0, pds = 0, mrs = 0, cqs = 0, qps = 0;  // live objects
   uint64_t contractBreaks() const noexcept { return concurrent_posts + cq_overflows; }
+};
+
+// What registering costs, as a kernel pinning pages does (per 4 KiB page), and a
+// rendezvous that shows registrations overlap without measuring time: with
+// `meet` = N, each reg_mr waits (60 s at most) until N calls are inside the fake
+// at once; stats().reg_in_flight_max then says how many were.
+struct RegistrationModel {
+  uint64_t ns_per_page = 0;
+  uint32_t meet = 0;                         // 0: nobody waits
+  uint64_t max_mr_size = uint64_t{1} << 40;  // what query_device reports
+  std::string fail_on_device;                // reg_mr on this device fails with ENOMEM
 };
 
 // One fabric at a time per process: get_device_list() has no argument through
@@ -70,6 +84,8 @@ class LoopbackVerbs {
   LoopbackStats stats() const noexcept;
   // Only while no thread is inside post_send or poll_cq.
   void setOnContractBreak(OnContractBreak policy) noexcept;
+  // Only while no thread is inside reg_mr; also resets reg_in_flight_max.
+  void setRegistrationModel(const RegistrationModel& model);
   // The directory standing in for /sys/class/infiniband (numa_node, PCI link, port
   // counters), removed with the fabric.
   const std::string& sysfsRoot() const noexcept;

@@ -358,14 +358,15 @@ TEST_F(VerbsControlTest, RegisterMemoryMapsAccessAndKeys) {
   char buf[64];
   auto mr = provider->device(0).registerMemory(buf, sizeof(buf), kAccessRemoteWrite);
   ASSERT_TRUE(mr.ok());
-  EXPECT_EQ(fake_.reg_access.back(), IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_LOCAL_WRITE);
+  EXPECT_EQ(fake_.reg_access.back(),
+            IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_RELAXED_ORDERING);
   EXPECT_EQ((*mr)->addr(), buf);
   EXPECT_EQ((*mr)->length(), sizeof(buf));
   EXPECT_EQ((*mr)->lkey(), 0x1000u);
   EXPECT_EQ((*mr)->rkey(), 0x1001u);
   EXPECT_EQ((*mr)->access(), kAccessRemoteWrite);
   (void)provider->device(0).registerMemory(buf, 8, kAccessRemoteRead);
-  EXPECT_EQ(fake_.reg_access.back(), IBV_ACCESS_REMOTE_READ);
+  EXPECT_EQ(fake_.reg_access.back(), IBV_ACCESS_REMOTE_READ | IBV_ACCESS_RELAXED_ORDERING);
   fake_.fail_reg_mr = true;
   EXPECT_EQ(provider->device(0).registerMemory(buf, 8, 0).status().code(), StatusCode::kIoError);
   mr.value().reset();

@@ -19,7 +19,9 @@ class VerbsDatapathTest : public ::testing::Test {
   void SetUp() override {
     fake_.addDevice("mlx5_0");
     fake_.setGid(0, IBV_GID_TYPE_ROCE_V2, "::ffff:10.0.0.7");
-    provider_ = std::move(createVerbsProvider(config::VerbsFabricConfig{}, fakeOps())).value();
+    config::VerbsFabricConfig config;
+    config.signal_every = 1;  // every WR signaled (verbs_moderation_test.cc covers N > 1)
+    provider_ = std::move(createVerbsProvider(config, fakeOps())).value();
     cq_ = std::move(provider_->device(0).createCq(1024)).value();
   }
 
