@@ -205,7 +205,10 @@ void Registry::onWatch(const WatchMessage& m) {
 }
 
 void Registry::lookup(const std::string& name, std::function<void(Result<Entry>)> done) {
-  if (!up_) {
+  // Refused at once only when etcd was found away: before our first registration
+  // answered (a process that initializes and opens a peer at once, as Mooncake's
+  // users do) the lookup goes to etcd like any other.
+  if (!up_ && !last_error_.empty()) {
     FleetCounters::bump(counters_.lookups_refused_away);
     return done(
         Status::Unavailable("segment " + name +

@@ -48,6 +48,24 @@ TEST_F(Etcd, EnginesFindEachOtherByNameAndTransfer) {
   EXPECT_EQ(missing.status().code(), StatusCode::kNotFound) << missing.status().toString();
 }
 
+// Mooncake's users initialize and open a peer at once: a lookup before our own first
+// registration answered goes to etcd (only a failed request makes the store "away").
+TEST_F(Etcd, LookupRightAfterCreationGoesToEtcd) {
+  auto c = cluster(1);
+  Node b = startNode(*c, "node-b", 2);
+  ASSERT_TRUE(b.engine);
+  Node a;
+  a.engine = makeEngine(etcdYaml(*c, "node-a"));
+  ASSERT_TRUE(a.engine);
+  auto m = a.engine->allocateLocalMemory(kBuf, "cpu:0");
+  ASSERT_TRUE(m.ok());
+  a.buf = static_cast<uint8_t*>(*m);
+  auto id = a.engine->openSegment("node-b");  // no wait for a's registration
+  ASSERT_TRUE(id.ok()) << id.status().toString();
+  EXPECT_TRUE(readFrom(a, *id, 2));
+  EXPECT_EQ(a.engine->stats().fleet.lookups_refused_away, 0u);
+}
+
 TEST_F(Etcd, RestartedPeerIsReResolvedThroughTheWatch) {
   auto c = cluster(1);
   Node a = startNode(*c, "node-a", 1);
