@@ -124,6 +124,16 @@ int parseFlags(int* argc, char*** argv, std::string_view usage) {
       }
       line += "=" + std::string((*argv)[++i]);
     }
+    if (line.find('\n') != std::string::npos) {
+      // A value over several lines (a JSON text) cannot be a flagfile line: set it alone.
+      const std::string value = line.substr(line.find('=') + 1);
+      if (gflags::SetCommandLineOption(std::string(name).c_str(), value.c_str()).empty()) {
+        std::fprintf(stderr, "%s: bad value for --%.*s (%s)\n", program.c_str(),
+                     static_cast<int>(name.size()), name.data(), firstLine(usage).c_str());
+        return 2;
+      }
+      continue;
+    }
     lines += line + "\n";
   }
   if (!gflags::ReadFlagsFromString(lines, program.c_str(), false)) return 2;  // gflags said why
