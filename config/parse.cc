@@ -231,10 +231,10 @@ void readSoft(MapReader& m, SoftFabricConfig* s) {
   // An MR key holds a 16-bit slot (engine/fabric/soft/soft_layout.h, kMaxMrs): the soft
   // provider refused more at engine creation, inside the documented range.
   m.integer("max_mrs", &s->max_mrs, 1, 65536);
-  m.integer("max_message_bytes", &s->max_message_bytes, 4096, int64_t{1} << 31);
+  m.byteSize("max_message_bytes", &s->max_message_bytes, 4096, int64_t{1} << 31);
   m.text("shm_dir", &s->shm_dir, kAbsolutePath);
   m.boolean("copy_payload", &s->copy_payload);
-  m.integer("stream_copy_min_bytes", &s->stream_copy_min_bytes, 0, int64_t{1} << 31);
+  m.byteSize("stream_copy_min_bytes", &s->stream_copy_min_bytes, 0, int64_t{1} << 31);
 }
 
 // The deny-list: device names, unique, none of them also in the allow-list.
@@ -310,9 +310,9 @@ void readTcp(MapReader& m, TcpFabricConfig* t) {
   });
   m.integer("retry_budget_ms", &t->retry_budget_ms, 10, kMaxLinkTimeoutMs);
   m.integer("max_mrs", &t->max_mrs, 1, 65536);
-  m.integer("max_message_bytes", &t->max_message_bytes, 4096, int64_t{1} << 31);
+  m.byteSize("max_message_bytes", &t->max_message_bytes, 4096, int64_t{1} << 31);
   m.integer("gpu_staging_buffers", &t->gpu_staging_buffers, 1, 1024);
-  m.integer("gpu_staging_buffer_bytes", &t->gpu_staging_buffer_bytes, 4096, int64_t{1} << 30);
+  m.byteSize("gpu_staging_buffer_bytes", &t->gpu_staging_buffer_bytes, 4096, int64_t{1} << 30);
 }
 
 void readFabric(MapReader& m, FabricConfig* f) {
@@ -470,7 +470,7 @@ void checkCqDepth(MapReader& m, const char* key, const char* blame, uint32_t con
 
 void readWorkers(MapReader& m, Config* c) {
   WorkerConfig* w = &c->workers;
-  m.integer("block_size", &w->block_size, 4096, int64_t{1} << 30);
+  m.byteSize("block_size", &w->block_size, 4096, int64_t{1} << 30);
   m.powerOfTwo("ring_size", &w->ring_size, 64, 1 << 20);
   m.integer("burst", &w->burst, 1, 1024);
   m.integer("qps_per_endpoint", &w->qps_per_endpoint, 1, 64);
@@ -512,7 +512,7 @@ void readWorkers(MapReader& m, Config* c) {
 void readDirect(MapReader& m, Config* c) {
   DirectConfig* d = &c->direct;
   m.choice("mode", &d->mode, kDirectModes);
-  m.integer("max_bytes", &d->max_bytes, 0, kMaxDirectBytes);
+  m.byteSize("max_bytes", &d->max_bytes, 0, kMaxDirectBytes);
   m.integer("qp_depth", &d->qp_depth, 1, 64);
   m.integer("cq_depth", &d->cq_depth, 0, kMaxCqDepth);
   m.integer("timeout_ms", &d->timeout_ms, 1, kMaxTimeoutMs);

@@ -1,5 +1,7 @@
 #include "config/yaml_reader.h"
 
+#include "base/byte_size.h"
+
 #include <algorithm>
 #include <charconv>
 #include <cmath>
@@ -302,6 +304,20 @@ void MapReader::integer(std::string_view key, int64_t* out, int64_t lo, int64_t 
     return failValue(*e, expected);
   }
   *out = v;
+}
+
+void MapReader::byteSize(std::string_view key, int64_t* out, int64_t lo, int64_t hi) {
+  const std::string expected =
+      "a size in " + rangeText(lo, hi) + " (" + std::string(kByteSizeRule) + ")";
+  if (walk_.mode() == WalkMode::kDescribe) return describeKey(key, expected, std::to_string(*out));
+  if (walk_.mode() == WalkMode::kEmit) return integer(key, out, lo, hi);
+  const Entry* e = lookup(key);
+  if (e == nullptr) return;
+  if (!e->value.IsScalar()) return failValue(*e, expected);
+  auto v = parseByteSize(e->value.Scalar());
+  if (!v.ok() || *v < static_cast<uint64_t>(lo) || *v > static_cast<uint64_t>(hi))
+    return failValue(*e, expected);
+  *out = static_cast<int64_t>(*v);
 }
 
 void MapReader::powerOfTwo(std::string_view key, uint32_t* out, uint32_t lo, uint32_t hi) {

@@ -92,6 +92,15 @@ class MapReader {
     integer(key, &v, lo, hi);
     *out = static_cast<T>(v);
   }
+  // A byte size: an integer, or a count with a binary unit ("64k", "1MiB"), the same
+  // rule as every command-line flag (base/byte_size.h).
+  void byteSize(std::string_view key, int64_t* out, int64_t lo, int64_t hi);
+  template <typename T>
+  void byteSize(std::string_view key, T* out, int64_t lo, int64_t hi) {
+    int64_t v = static_cast<int64_t>(*out);
+    byteSize(key, &v, lo, hi);
+    *out = static_cast<T>(v);
+  }
   void powerOfTwo(std::string_view key, uint32_t* out, uint32_t lo, uint32_t hi);
   void integerChoice(std::string_view key, uint32_t* out, const std::vector<uint32_t>& allowed);
   void real(std::string_view key, double* out, double lo, double hi);

@@ -11,7 +11,7 @@ shift || true
 packages=(build-essential meson ninja-build pkg-config
           libibverbs-dev rdma-core libdpdk-dev libtbb-dev libhwloc-dev hwloc
           libyaml-cpp-dev libgtest-dev libgmock-dev nlohmann-json3-dev libssl-dev
-          prometheus-cpp-dev libcivetweb-dev libcurl4-openssl-dev etcd-server etcd-client
+          prometheus-cpp-dev libcivetweb-dev libcurl4-openssl-dev etcd-server etcd-client libgflags-dev
           python3 python3-matplotlib
           pybind11-dev python3-dev python3-numpy python3-pytest python3-mesonpy python3-yaml
           iptables)  # suite netns: packet loss without sch_netem (-m statistic)

@@ -12,12 +12,27 @@
 #include <string_view>
 #include <vector>
 
+#include <gflags/gflags.h>
+
+#include "base/cli/cli_flags.h"
 #include "config/config.h"
 #include "topology/cpu_set.h"
 #include "topology/lcore_auto.h"
 #include "topology/placement.h"
 #include "topology/rail_map.h"
 #include "topology/topology.h"
+
+DEFINE_string(topology, "", "an hwloc XML file to read instead of this machine");
+DEFINE_bool(human, false, "tables instead of one JSON object");
+DEFINE_string(config, "",
+              "a tent YAML config: its fabric devices and lcore_auto section (and "
+              "topology.xml_file when --topology is not given)");
+DEFINE_string(cpus, "",
+              "what-if allowed CPUs, a list such as 0-3,8 (empty: this process's on the live "
+              "machine, every CPU of an XML file)");
+DEFINE_string(rails, "", "overrides lcore_auto.rails: auto, dedicated, numa or shared");
+DEFINE_string(background_lcores, "", "overrides lcore_auto.background_lcores (a number)");
+DEFINE_string(reserve_cpus, "", "overrides lcore_auto.reserve_cpus (a number)");
 
 namespace {
 
@@ -31,7 +46,7 @@ using Json = nlohmann::ordered_json;
 
 constexpr const char* kUsage =
     "usage: tent-topo [--topology=FILE.xml] [--human] [--config=FILE.yaml] [--cpus=LIST] "
-    "[--rails=auto|dedicated|numa|shared] [--background-lcores=N] [--reserve-cpus=N]";
+    "[--rails=auto|dedicated|numa|shared] [--background_lcores=N] [--reserve_cpus=N]";
 
 struct Options {
   std::string xml_file;  // empty: live machine (or the config's topology.xml_file)
@@ -41,48 +56,16 @@ struct Options {
   std::string rails, background, reserve;  // override lcore_auto keys
 };
 
-// "--name=value" or "--name value"; returns false when `arg` is not --name.
-bool valueOf(std::string_view name, int argc, char** argv, int* i, std::string* out,
-             std::string* complaint) {
-  std::string_view arg = argv[*i];
-  if (arg.rfind(name, 0) != 0) return false;
-  arg.remove_prefix(name.size());
-  if (arg.empty()) {
-    if (*i + 1 >= argc) return (*complaint = std::string(name) + " needs a value"), true;
-    *out = argv[++*i];
-  } else if (arg[0] == '=') {
-    *out = std::string(arg.substr(1));
-  } else {
-    return false;
-  }
-  if (out->empty()) *complaint = std::string(name) + " needs a value";
-  return true;
-}
-
-// Returns an empty string when the arguments are fine, else the complaint.
-std::string parseArgs(int argc, char** argv, Options* opts) {
-  const std::pair<std::string_view, std::string*> valued[] = {
-      {"--topology", &opts->xml_file},
-      {"--config", &opts->config_file},
-      {"--cpus", &opts->cpus},
-      {"--rails", &opts->rails},
-      {"--background-lcores", &opts->background},
-      {"--reserve-cpus", &opts->reserve}};
-  for (int i = 1; i < argc; ++i) {
-    std::string_view arg = argv[i];
-    if (arg == "--human") {
-      opts->human = true;
-      continue;
-    }
-    std::string complaint;
-    bool known = false;
-    for (const auto& [name, out] : valued) {
-      if (!known) known = valueOf(name, argc, argv, &i, out, &complaint);
-    }
-    if (!complaint.empty()) return complaint;
-    if (!known) return "unknown argument '" + std::string(arg) + "'";
-  }
-  return {};
+Options readFlags() {
+  Options o;
+  o.xml_file = FLAGS_topology;
+  o.human = FLAGS_human;
+  o.config_file = FLAGS_config;
+  o.cpus = FLAGS_cpus;
+  o.rails = FLAGS_rails;
+  o.background = FLAGS_background_lcores;
+  o.reserve = FLAGS_reserve_cpus;
+  return o;
 }
 
 // The rail devices as the topology shows them (the fabric may add soft devices later).
@@ -201,10 +184,10 @@ Result<tent::config::Config> layoutConfig(const Options& opts) {
     return ec == std::errc() && end == text.data() + text.size();
   };
   if (!opts.background.empty() && !number(opts.background, &c.lcore_auto.background_lcores))
-    return Status::InvalidArgument("--background-lcores: expected a number, got '" +
+    return Status::InvalidArgument("--background_lcores: expected a number, got '" +
                                    opts.background + "'");
   if (!opts.reserve.empty() && !number(opts.reserve, &c.lcore_auto.reserve_cpus))
-    return Status::InvalidArgument("--reserve-cpus: expected a number, got '" + opts.reserve + "'");
+    return Status::InvalidArgument("--reserve_cpus: expected a number, got '" + opts.reserve + "'");
   if (!opts.rails.empty()) {
     bool found = false;
     for (AutoRails r :
@@ -287,19 +270,20 @@ void printLayoutHuman(const Result<AutoLayout>& layout, const std::string& allow
 }  // namespace
 
 int main(int argc, char** argv) {
-  for (int i = 1; i < argc; ++i) {
-    std::string_view arg = argv[i];
-    if (arg == "--help" || arg == "-h") {
-      std::printf("%s\n", kUsage);
-      return 0;
-    }
-  }
-  Options opts;
-  std::string complaint = parseArgs(argc, argv, &opts);
-  if (!complaint.empty()) {
-    std::fprintf(stderr, "tent-topo: %s (%s)\n", complaint.c_str(), kUsage);
+  if (int rc = tent::cli::parseFlags(&argc, &argv, kUsage); rc != tent::cli::kContinue) return rc;
+  if (argc > 1) {
+    std::fprintf(stderr, "tent-topo: unexpected argument '%s' (%s)\n", argv[1], kUsage);
     return 2;
   }
+  for (const char* name : {"topology", "config", "cpus", "rails", "background_lcores",
+                           "reserve_cpus"}) {
+    const auto info = gflags::GetCommandLineFlagInfoOrDie(name);
+    if (!info.is_default && info.current_value.empty()) {
+      std::fprintf(stderr, "tent-topo: --%s needs a value (%s)\n", name, kUsage);
+      return 2;
+    }
+  }
+  Options opts = readFlags();
   auto config = layoutConfig(opts);
   if (!config.ok()) {
     std::fprintf(stderr, "tent-topo: %s\n", config.status().message().c_str());

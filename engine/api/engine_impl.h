@@ -28,6 +28,7 @@ class TransferEngineImpl final : public TransferEngine {
   ~TransferEngineImpl() override;
 
   std::string segmentName() const override { return transport_->segmentName(); }
+  std::string controlAddress() const override { return transport_->controlAddress(); }
   // Same default arguments as the interface, so calls through the impl type work too.
   Result<void*> allocateLocalMemory(size_t length, const Location& location = "*",
                                     MemoryAccess access = MemoryAccess::kRemoteReadWrite) override;

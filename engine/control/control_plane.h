@@ -78,6 +78,8 @@ class ControlPlane {
 
   // This engine's segment name ("host:port" of its listener).
   const std::string& segmentName() const noexcept { return segment_name_; }
+  // host:port of our listener as peers dial it (published with our etcd entry and blob).
+  const std::string& controlAddress() const noexcept { return advertised_address_; }
   uint64_t instance() const noexcept { return instance_; }
 
   // ---- API threads (each waits for the loop through LoopCalls: at most

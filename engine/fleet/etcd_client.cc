@@ -79,7 +79,11 @@ void EtcdClient::call(const std::string& path, std::string body, Cb<std::string>
             member_ = (member_ + 1) % members();
             return call(path, std::move(body), std::move(done), tries + 1);
           }
-          if (!s.ok()) return done(s.withContext("etcd authenticate as " + config_.user));
+          // Refused (not unreachable): the user or its password is what to fix.
+          if (!s.ok())
+            return done(s.withContext(
+                "etcd authenticate as '" + config_.user + "'" +
+                (tryNextMember(s) ? "" : " (metadata.etcd.user, metadata.etcd.password_file)")));
           call(path, std::move(body), std::move(done), tries);
         });
   }

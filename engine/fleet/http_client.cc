@@ -55,6 +55,26 @@ size_t onWrite(char* data, size_t size, size_t count, void* user) {
   return n;
 }
 
+// A failed exchange's message; a TLS failure names the config key to look at (the
+// operator's fix is there, not in the network).
+std::string transportError(CURLcode rc) {
+  std::string what = std::string("etcd request: ") + curl_easy_strerror(rc);
+  switch (rc) {
+    case CURLE_PEER_FAILED_VERIFICATION:
+      return what + " (etcd's certificate does not verify against metadata.etcd.tls.ca_file)";
+    case CURLE_SSL_CACERT_BADFILE:
+      return what + " (metadata.etcd.tls.ca_file cannot be read as a CA bundle)";
+    case CURLE_SSL_CERTPROBLEM:
+      return what + " (metadata.etcd.tls.cert_file / key_file cannot be used)";
+    case CURLE_SSL_CONNECT_ERROR:
+      return what +
+             " (TLS handshake with etcd failed: http vs https, or a client certificate etcd "
+             "refuses: metadata.etcd.tls.ca_file, cert_file, key_file)";
+    default:
+      return what;
+  }
+}
+
 }  // namespace
 
 Result<std::unique_ptr<HttpClient>> HttpClient::create(control::EventLoop& loop) {
@@ -211,7 +231,7 @@ void HttpClient::collect() {
     } else if (rc == CURLE_OPERATION_TIMEDOUT) {
       finish(req->id, Status::Timeout(std::string("etcd request: ") + curl_easy_strerror(rc)));
     } else {
-      finish(req->id, Status::Unavailable(std::string("etcd request: ") + curl_easy_strerror(rc)));
+      finish(req->id, Status::Unavailable(transportError(rc)));
     }
   }
 }

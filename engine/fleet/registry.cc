@@ -139,7 +139,8 @@ void Registry::keepAlive() {
 void Registry::storeAway(const Status& why) {
   registering_ = false;
   FleetCounters::bump(counters_.store_errors);
-  if (up_)
+  last_error_ = why.toString();
+  if (up_ || failures_ == 0)  // once when it goes away, and a first registration's failure
     TENT_WARN(kEngine,
               "fleet: etcd unreachable (%s); open segments keep working, lookups fail "
               "until it answers again",
@@ -204,12 +205,16 @@ void Registry::onWatch(const WatchMessage& m) {
 }
 
 void Registry::lookup(const std::string& name, std::function<void(Result<Entry>)> done) {
-  if (!up_) {
+  // Refused at once only when etcd was found away: before our first registration
+  // answered (a process that initializes and opens a peer at once, as Mooncake's
+  // users do) the lookup goes to etcd like any other.
+  if (!up_ && !last_error_.empty()) {
     FleetCounters::bump(counters_.lookups_refused_away);
     return done(
         Status::Unavailable("segment " + name +
                             ": etcd is unreachable (metadata.etcd.endpoints); open segments "
-                            "keep working, new lookups fail until it answers again"));
+                            "keep working, new lookups fail until it answers again" +
+                            (last_error_.empty() ? "" : "; last error: " + last_error_)));
   }
   FleetCounters::bump(counters_.lookups);
   etcd_->range(keyOf(name), [this, alive = alive_, name,

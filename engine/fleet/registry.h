@@ -99,6 +99,7 @@ class Registry {
   bool registering_ = false;
   bool own_dirty_ = false;  // our descriptor changed while a put was in flight
   uint32_t failures_ = 0;
+  std::string last_error_;  // why the store is away: refused lookups say it
   uint64_t timer_ = 0;
   uint64_t watch_ = 0;
   uint64_t watch_timer_ = 0;

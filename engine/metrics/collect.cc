@@ -190,6 +190,67 @@ const std::vector<FixedFamily>& fixedFamilies() {
        kCounter,
        nullptr,
        {{"", TENT_FIELD(control.source_cap_hits)}}},
+      // ---- fleet metadata (metadata.backend; all 0 with p2p) ----
+      {"tent_fleet_store_up",
+       "1 while this engine's entry is registered in etcd under a live lease and etcd answers",
+       kGauge,
+       nullptr,
+       {{"", TENT_FIELD(fleet.store_up)}}},
+      {"tent_fleet_registrations_total",
+       "Entries this engine put in etcd (first, and again after the store came back)",
+       kCounter,
+       nullptr,
+       {{"", TENT_FIELD(fleet.registrations)}}},
+      {"tent_fleet_lease_renewals_total",
+       "Keepalives of this engine's etcd lease that etcd answered",
+       kCounter,
+       nullptr,
+       {{"", TENT_FIELD(fleet.lease_renewals)}}},
+      {"tent_fleet_store_errors_total",
+       "Requests to etcd that failed on every member",
+       kCounter,
+       nullptr,
+       {{"", TENT_FIELD(fleet.store_errors)}}},
+      {"tent_fleet_lookups_total",
+       "Segment entries read from etcd for openSegment",
+       kCounter,
+       nullptr,
+       {{"", TENT_FIELD(fleet.lookups)}}},
+      {"tent_fleet_lookups_refused_away_total",
+       "openSegment lookups failed at once because etcd was unreachable",
+       kCounter,
+       nullptr,
+       {{"", TENT_FIELD(fleet.lookups_refused_away)}}},
+      {"tent_fleet_entries_refused_total",
+       "Entries and metadata blobs that did not verify (forged, altered)",
+       kCounter,
+       nullptr,
+       {{"", TENT_FIELD(fleet.entries_refused)}}},
+      {"tent_fleet_watch_events_total",
+       "Peers' entries changed or removed, seen by the watch",
+       kCounter,
+       nullptr,
+       {{"", TENT_FIELD(fleet.watch_events)}}},
+      {"tent_fleet_watch_restarts_total",
+       "Watches on the prefix started again (ended by etcd or the network)",
+       kCounter,
+       nullptr,
+       {{"", TENT_FIELD(fleet.watch_restarts)}}},
+      {"tent_fleet_peers_readdressed_total",
+       "Open segments re-resolved by a watch event (the peer restarted)",
+       kCounter,
+       nullptr,
+       {{"", TENT_FIELD(fleet.peers_readdressed)}}},
+      {"tent_fleet_peers_expired_total",
+       "Open segments marked down by a watch event (lease gone)",
+       kCounter,
+       nullptr,
+       {{"", TENT_FIELD(fleet.peers_expired)}}},
+      {"tent_fleet_blobs_added_total",
+       "Segments opened from a metadata blob (addRemoteMetadata)",
+       kCounter,
+       nullptr,
+       {{"", TENT_FIELD(fleet.blobs_added)}}},
       // ---- bytes ----
       {"tent_transferred_bytes_total",
        "Payload bytes moved, both paths",
@@ -303,10 +364,19 @@ pm::MetricFamily info(const EngineStats& s) {
   return f;
 }
 
+pm::MetricFamily fleetInfo(const EngineStats& s) {
+  pm::MetricFamily f =
+      family("tent_fleet_info",
+             "Where this engine finds its peers: metadata.backend (value always 1)", kGauge);
+  add(&f, 1, {{"backend", s.fleet.backend}});
+  return f;
+}
+
 // One engine's families, unlabelled.
 std::vector<pm::MetricFamily> engineFamilies(const EngineStats& s) {
   std::vector<pm::MetricFamily> out;
   out.push_back(info(s));
+  out.push_back(fleetInfo(s));
   for (const FixedFamily& spec : fixedFamilies()) out.push_back(fixed(spec, s));
   out.push_back(directLatency(s.direct.latency_histogram_ns, s.direct.latency_sum_ns));
   for (pm::MetricFamily& f : perLcore(s.lcores, s.tsc_hz)) out.push_back(std::move(f));

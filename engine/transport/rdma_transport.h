@@ -51,6 +51,7 @@ class RdmaTransport {
 
   // ---- control path ----
   const std::string& segmentName() const noexcept { return control_->segmentName(); }
+  const std::string& controlAddress() const noexcept { return control_->controlAddress(); }
   uint64_t instance() const noexcept { return control_->instance(); }
   Status registerBuffer(void* addr, size_t length, const Location& location, bool engine_allocated,
                         MemoryAccess access);

@@ -3,38 +3,18 @@
 #include <cstdlib>
 #include <string_view>
 
+#include "base/byte_size.h"
 #include "perf/fabric_bench/bench.h"
 
 namespace tent::perf::fabric_bench {
 
 namespace {
 
+// Counts and sizes by the one rule of flags and config (base/byte_size.h).
 bool parseU64(std::string_view text, uint64_t* out) {
-  if (text.empty()) return false;
-  std::string s(text);
-  uint64_t scale = 1;
-  switch (s.back()) {
-    case 'k':
-    case 'K':
-      scale = 1ull << 10;
-      break;
-    case 'm':
-    case 'M':
-      scale = 1ull << 20;
-      break;
-    case 'g':
-    case 'G':
-      scale = 1ull << 30;
-      break;
-    default:
-      break;
-  }
-  if (scale != 1) s.pop_back();
-  if (s.empty() || s.find_first_not_of("0123456789") != std::string::npos) return false;
-  errno = 0;
-  unsigned long long v = std::strtoull(s.c_str(), nullptr, 10);
-  if (errno != 0 || v > UINT64_MAX / scale) return false;
-  *out = v * scale;
+  auto v = parseByteSize(text);
+  if (!v.ok()) return false;
+  *out = *v;
   return true;
 }
 
@@ -123,7 +103,7 @@ std::string usage() {
   return R"(usage: fabric_bench [flags]
   --provider=soft|verbs   fabric provider (default soft)
   --qps=N                 queue pairs, 1..64 (default 1)
-  --size=S[,S...]         message sizes, suffix K/M/G allowed, one case each (default 4096)
+  --size=S[,S...]         message sizes (64k, 1MiB: base/byte_size.h), one case each (default 4096)
   --opcode=write|read     RDMA WRITE or READ (default write)
   --depth=N               WRs in flight per QP, 1..4096 (default 1)
   --link_gbps=G           soft: modeled link in Gbit/s, 0 = unlimited (default 0)

@@ -15,9 +15,26 @@
 #include <thread>
 #include <vector>
 
+#include <gflags/gflags.h>
+
+#include "base/cli/cli_flags.h"
 #include "bench_pollers.h"
 #include "fan_in.h"
 #include "lcore/runtime.h"
+
+DEFINE_uint64(iterations, 100000,
+              "ping-pong round trips; the throughput runs move 10 x N objects each");
+DEFINE_uint32(burst, 32, "burst size of the burst throughput run, 1..256");
+DEFINE_string(cpus, "",
+              "CPUs of the two lcores 'a,b', -1 = unpinned (empty: the first two CPUs this "
+              "process may use, or unpinned with only one)");
+DEFINE_uint32(producers, 4, "application threads of the fan-in run, 1..64");
+DEFINE_string(producer_sync, "rts",
+              "producer mode of the fan-in ring: rts (tent's default) or classic (DPDK's "
+              "default MP mode, for comparison)");
+DEFINE_string(ring_sync, "rts",
+              "producer mode of the ping-pong and throughput rings: rts, classic or single "
+              "(each has one producer)");
 
 namespace tent::bench {
 namespace {
@@ -37,26 +54,9 @@ struct Options {
   lcore::RingSync ring_sync = lcore::RingSync::kRts;  // ping-pong and throughput rings
 };
 
-void usage(FILE* out) {
-  std::fprintf(
-      out,
-      "usage: lcore_ring_bench [--iterations=N] [--burst=N] [--cpus=a,b] [--producers=N]\n"
-      "                        [--producer-sync=rts|classic] [--ring-sync=rts|classic|single]\n"
-      "                        [--help]\n"
-      "  --iterations=N  ping-pong round trips (default 100000); the throughput runs\n"
-      "                  move %llu x N objects each\n"
-      "  --burst=N       burst size of the burst throughput run, 1..%u (default 32)\n"
-      "  --cpus=a,b      CPUs of the two lcores, -1 = unpinned (default: the first two\n"
-      "                  CPUs this process may use, or unpinned with only one)\n"
-      "  --producers=N   application threads of the fan-in run, 1..64 (default 4)\n"
-      "  --producer-sync=rts|classic\n"
-      "                  producer mode of the fan-in ring (default rts, tent's default;\n"
-      "                  classic = DPDK's default MP mode, for comparison)\n"
-      "  --ring-sync=rts|classic|single\n"
-      "                  producer mode of the ping-pong and throughput rings (default\n"
-      "                  rts; each has one producer, so single is allowed)\n",
-      static_cast<unsigned long long>(kObjectsPerIteration), ProducerPoller::kMaxBurst);
-}
+constexpr const char* kUsage =
+    "usage: lcore_ring_bench [--iterations=N] [--burst=N] [--cpus=a,b] [--producers=N]\n"
+    "                        [--producer_sync=rts|classic] [--ring_sync=rts|classic|single]";
 
 const char* syncName(lcore::RingSync sync) {
   switch (sync) {
@@ -115,52 +115,36 @@ void defaultCpus(Options* o) {
   }
 }
 
-// Returns 0 to go on, 1 after --help, 2 on a bad flag (usage printed).
-int parseOptions(int argc, char** argv, Options* o) {
+// The flags into `o`; false (with one line on stderr naming the flag) on a bad value.
+bool readFlags(Options* o) {
   defaultCpus(o);
-  for (int i = 1; i < argc; ++i) {
-    const std::string arg = argv[i];
-    const size_t eq = arg.find('=');
-    const std::string flag = arg.substr(0, eq);
-    std::string value = eq == std::string::npos ? "" : arg.substr(eq + 1);
-    if (flag == "--help" || flag == "-h") {
-      usage(stdout);
-      return 1;
-    }
-    if (eq == std::string::npos && i + 1 < argc) value = argv[++i];
-    uint64_t v = 0;
-    bool ok = false;
-    if (flag == "--iterations") {
-      ok = parseUnsigned(value, uint64_t{1} << 40, &v);
-      o->iterations = v;
-    } else if (flag == "--burst") {
-      ok = parseUnsigned(value, ProducerPoller::kMaxBurst, &v);
-      o->burst = static_cast<unsigned>(v);
-    } else if (flag == "--producers") {
-      ok = parseUnsigned(value, 64, &v);
-      o->producers = static_cast<unsigned>(v);
-    } else if (flag == "--producer-sync") {
-      ok = value == "rts" || value == "classic";
-      o->producer_sync = value == "classic" ? lcore::RingSync::kClassic : lcore::RingSync::kRts;
-    } else if (flag == "--ring-sync") {
-      ok = parseSync(value, &o->ring_sync);
-    } else if (flag == "--cpus") {
-      const size_t comma = value.find(',');
-      ok = comma != std::string::npos && parseCpu(value.substr(0, comma), &o->cpus[0]) &&
-           parseCpu(value.substr(comma + 1), &o->cpus[1]);
-    } else {
-      std::fprintf(stderr, "lcore_ring_bench: unknown flag '%s'\n", arg.c_str());
-      usage(stderr);
-      return 2;
-    }
-    if (!ok) {
-      std::fprintf(stderr, "lcore_ring_bench: bad value '%s' for %s\n", value.c_str(),
-                   flag.c_str());
-      usage(stderr);
-      return 2;
-    }
+  auto bad = [](const char* flag, const std::string& value) {
+    std::fprintf(stderr, "lcore_ring_bench: bad value '%s' for --%s (--help)\n", value.c_str(),
+                 flag);
+    return false;
+  };
+  if (FLAGS_iterations < 1 || FLAGS_iterations > (uint64_t{1} << 40))
+    return bad("iterations", std::to_string(FLAGS_iterations));
+  if (FLAGS_burst < 1 || FLAGS_burst > ProducerPoller::kMaxBurst)
+    return bad("burst", std::to_string(FLAGS_burst));
+  if (FLAGS_producers < 1 || FLAGS_producers > 64)
+    return bad("producers", std::to_string(FLAGS_producers));
+  if (FLAGS_producer_sync != "rts" && FLAGS_producer_sync != "classic")
+    return bad("producer_sync", FLAGS_producer_sync);
+  if (!parseSync(FLAGS_ring_sync, &o->ring_sync)) return bad("ring_sync", FLAGS_ring_sync);
+  o->iterations = FLAGS_iterations;
+  o->burst = FLAGS_burst;
+  o->producers = FLAGS_producers;
+  o->producer_sync =
+      FLAGS_producer_sync == "classic" ? lcore::RingSync::kClassic : lcore::RingSync::kRts;
+  if (!FLAGS_cpus.empty()) {
+    const std::string& v = FLAGS_cpus;
+    const size_t comma = v.find(',');
+    if (comma == std::string::npos || !parseCpu(v.substr(0, comma), &o->cpus[0]) ||
+        !parseCpu(v.substr(comma + 1), &o->cpus[1]))
+      return bad("cpus", v);
   }
-  return 0;
+  return true;
 }
 
 config::Config benchConfig(const Options& o) {
@@ -335,9 +319,13 @@ void printJson(const Options& o, double tsc_hz, const Figures& f, double load) {
 }
 
 int run(int argc, char** argv) {
+  if (int rc = cli::parseFlags(&argc, &argv, kUsage); rc != cli::kContinue) return rc;
+  if (argc > 1) {
+    std::fprintf(stderr, "lcore_ring_bench: unexpected argument '%s' (--help)\n", argv[1]);
+    return 2;
+  }
   Options o;
-  const int parsed = parseOptions(argc, argv, &o);
-  if (parsed != 0) return parsed == 1 ? 0 : 2;
+  if (!readFlags(&o)) return 2;
   auto rt = lcore::Runtime::acquire(benchConfig(o));
   if (!rt.ok()) {
     std::fprintf(stderr, "lcore_ring_bench: %s\n", rt.status().toString().c_str());

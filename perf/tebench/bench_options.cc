@@ -1,5 +1,6 @@
 #include "perf/tebench/bench_options.h"
 
+#include "base/byte_size.h"
 #include "perf/tebench/bench_limits.h"
 
 #include <cctype>
@@ -74,7 +75,8 @@ Setter sizeFlag(std::string name, uint64_t BenchOptions::*field, uint64_t hi) {
     auto parsed = parseSize(v);
     if (!parsed.ok() || *parsed == 0 || *parsed > hi) {
       return badValue(name, v,
-                      "a size in [1, " + std::to_string(hi) + "] (e.g. 4096, 64K, 4M, 1G)");
+                      "a size in [1, " + std::to_string(hi) + "] (" +
+                          std::string(kByteSizeRule) + ", e.g. 4096, 64k, 4M, 1GiB)");
     }
     o.*field = *parsed;
     return Status::OK();
@@ -411,31 +413,8 @@ std::string_view opTypeName(OpType op) noexcept {
   return "unknown";
 }
 
-Result<uint64_t> parseSize(std::string_view text) {
-  uint64_t multiplier = 1;
-  if (!text.empty()) {
-    switch (text.back()) {
-      case 'K':
-      case 'k':
-        multiplier = uint64_t{1} << 10;
-        break;
-      case 'M':
-      case 'm':
-        multiplier = uint64_t{1} << 20;
-        break;
-      case 'G':
-      case 'g':
-        multiplier = uint64_t{1} << 30;
-        break;
-      default:
-        break;
-    }
-    if (multiplier != 1) text.remove_suffix(1);
-  }
-  TENT_ASSIGN_OR_RETURN(uint64_t v, parseUnsigned(text));
-  if (v > (uint64_t{1} << 50) / multiplier) return Status::OutOfRange("size too large");
-  return v * multiplier;
-}
+// The one size rule of flags and config (base/byte_size.h).
+Result<uint64_t> parseSize(std::string_view text) { return parseByteSize(text); }
 
 Result<BenchOptions> parseBenchOptions(int argc, const char* const* argv) {
   BenchOptions o;
@@ -445,6 +424,12 @@ Result<BenchOptions> parseBenchOptions(int argc, const char* const* argv) {
   if (o.help) return o;
   TENT_RETURN_IF_ERROR(validate(given, &o));
   return o;
+}
+
+std::vector<BenchFlag> benchFlags() {
+  std::vector<BenchFlag> out;
+  for (const FlagSpec& s : flagSpecs()) out.push_back({&s.name, s.is_bool, &s.default_text, &s.help});
+  return out;
 }
 
 std::string benchUsage(const char* program) {

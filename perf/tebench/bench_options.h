@@ -71,7 +71,18 @@ Result<BenchOptions> parseBenchOptions(int argc, const char* const* argv);
 // The usage text (every flag, its default and meaning).
 std::string benchUsage(const char* program);
 
-// "4096", "4K", "64M", "1G" (binary multiples). Exposed for tests.
+// A size by the one rule of flags and config (base/byte_size.h): "4096", "64k", "64K",
+// "64KiB", "4M", "1G" (binary multiples). Exposed for tests.
 Result<uint64_t> parseSize(std::string_view text);
+
+// Every flag: its name, whether it is a boolean, its default and its help, as the
+// flag library registers them (tebench_main.cc hands them to gflags).
+struct BenchFlag {
+  const std::string* name;
+  bool is_bool;
+  const std::string* default_text;
+  const std::string* help;
+};
+std::vector<BenchFlag> benchFlags();
 
 }  // namespace tent::bench

@@ -2,11 +2,18 @@
 // buffer, prints "tebench target ready: segment=...", serves until SIGINT or
 // SIGTERM); with it, an initiator running a sweep or, with
 // --workload_classes_json, a QoS run. Exit codes: 0 ok, 1 the run failed,
-// 2 bad flags.
+// 2 bad flags. Flags are read by the one flag library of tent's tools (base/cli,
+// gflags, as Mooncake's tebench): --help lists each with its default, --flagfile=FILE.
+#include <gflags/gflags.h>
+
 #include <csignal>
 #include <cstdio>
+#include <deque>
 #include <numeric>
+#include <string>
+#include <vector>
 
+#include "base/cli/cli_flags.h"
 #include "perf/tebench/bench_engine.h"
 #include "perf/tebench/bench_limits.h"
 #include "perf/tebench/bench_options.h"
@@ -44,20 +51,64 @@ int runInitiator(const BenchOptions& o, BenchEngine& bench) {
   return o.isQos() ? runQos(o, bench, *remote) : runSweep(o, bench, *remote);
 }
 
+constexpr const char* kUsage =
+    "usage:\n"
+    "  target:    tebench --backend=tent --xport_type=rdma --seg_type=DRAM [--config=FILE] "
+    "[--total_buffer_size=N]\n"
+    "  initiator: tebench --target_seg_name=HOST:PORT [flags]\n"
+    "sizes: bytes, optionally with a binary unit k, m, g, t (either case, optionally iB)";
+
+// Registers every flag of bench_options (one list: names, help, defaults) with gflags.
+// gflags keeps pointers to the values: they live as long as the process.
+void registerFlags() {
+  static std::deque<std::string> strings;
+  static std::deque<bool> bools;
+  for (const BenchFlag& f : benchFlags()) {
+    if (f.is_bool) {
+      bools.push_back(*f.default_text == "true");
+      bools.push_back(bools.back());
+      gflags::FlagRegisterer(f.name->c_str(), f.help->c_str(), __FILE__, &bools[bools.size() - 2],
+                             &bools.back());
+    } else {
+      strings.push_back(*f.default_text);
+      strings.push_back(*f.default_text);
+      gflags::FlagRegisterer(f.name->c_str(), f.help->c_str(), __FILE__,
+                             &strings[strings.size() - 2], &strings.back());
+    }
+  }
+}
+
+// The flags given (not left at their defaults) as "--name=value" for parseBenchOptions,
+// which checks and types them as before.
+std::vector<std::string> givenFlags() {
+  std::vector<std::string> out = {"tebench"};
+  for (const BenchFlag& f : benchFlags()) {
+    const auto info = gflags::GetCommandLineFlagInfoOrDie(f.name->c_str());
+    if (!info.is_default) out.push_back("--" + *f.name + "=" + info.current_value);
+  }
+  return out;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
-  auto parsed = parseBenchOptions(argc, argv);
+  registerFlags();
+  if (int rc = tent::cli::parseFlags(&argc, &argv, kUsage); rc != tent::cli::kContinue) return rc;
+  if (argc > 1) {
+    std::fprintf(stderr, "tebench: unexpected argument '%s' (flags look like --name=value)\n",
+                 argv[1]);
+    return 2;
+  }
+  const std::vector<std::string> given = givenFlags();
+  std::vector<const char*> args;
+  for (const std::string& a : given) args.push_back(a.c_str());
+  auto parsed = parseBenchOptions(static_cast<int>(args.size()), args.data());
   if (!parsed.ok()) {
-    std::fprintf(stderr, "tebench: %s\n\n%s", parsed.status().message().c_str(),
-                 benchUsage(argv[0]).c_str());
+    std::fprintf(stderr, "tebench: %s\n\n%s\n(--help lists every flag with its default)\n",
+                 parsed.status().message().c_str(), kUsage);
     return 2;
   }
   const BenchOptions& options = *parsed;
-  if (options.help) {
-    std::printf("%s", benchUsage(argv[0]).c_str());
-    return 0;
-  }
   if (options.isTarget()) blockStopSignals();
   auto engine = tent::TransferEngine::create(options.config_path);
   if (!engine.ok()) {

@@ -4,7 +4,10 @@
 // for `duration_s`. Whatever stretches these windows - timer ticks, VM exits,
 // other threads - stretches a transfer's window the same way, so a transfer's P999
 // cannot be told apart from this floor's P999 for the same window.
-//   timer_floor WINDOW_NS [GAP_NS] [DURATION_S]
+//   timer_floor --window_ns=N [--gap_ns=N] [--duration_s=S]
+//   timer_floor WINDOW_NS [GAP_NS] [DURATION_S]     (the same, positional)
+#include <gflags/gflags.h>
+
 #include <algorithm>
 #include <chrono>
 #include <cstdint>
@@ -12,7 +15,17 @@
 #include <cstdlib>
 #include <vector>
 
+#include "base/cli/cli_flags.h"
+
+DEFINE_double(window_ns, 0, "the busy wait timed as one window, ns, in [1, 1e9] (required)");
+DEFINE_double(gap_ns, 0, "busy waiting between windows, ns, in [0, 1e9]");
+DEFINE_double(duration_s, 3, "how long to run, seconds, in [0.1, 3600]");
+
 namespace {
+
+constexpr const char* kUsage =
+    "usage: timer_floor --window_ns=N [--gap_ns=N] [--duration_s=S]\n"
+    "       timer_floor WINDOW_NS [GAP_NS] [DURATION_S]   (positional, the same)";
 
 int64_t nowNs() {
   return std::chrono::duration_cast<std::chrono::nanoseconds>(
@@ -37,13 +50,16 @@ bool parse(const char* text, double min, double max, double* out) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  double window = 0, gap = 0, duration = 3;
-  if (argc < 2 || argc > 4 || !parse(argv[1], 1, 1e9, &window) ||
+  if (int rc = tent::cli::parseFlags(&argc, &argv, kUsage); rc != tent::cli::kContinue) return rc;
+  double window = FLAGS_window_ns, gap = FLAGS_gap_ns, duration = FLAGS_duration_s;
+  if (argc > 4 || (argc > 1 && !parse(argv[1], 1, 1e9, &window)) ||
       (argc > 2 && !parse(argv[2], 0, 1e9, &gap)) ||
-      (argc > 3 && !parse(argv[3], 0.1, 3600, &duration))) {
+      (argc > 3 && !parse(argv[3], 0.1, 3600, &duration)) ||
+      !(window >= 1 && window <= 1e9) || !(gap >= 0 && gap <= 1e9) ||
+      !(duration >= 0.1 && duration <= 3600)) {
     std::fprintf(stderr,
-                 "usage: timer_floor WINDOW_NS [GAP_NS] [DURATION_S]\n"
-                 "  WINDOW_NS in [1, 1e9], GAP_NS in [0, 1e9], DURATION_S in [0.1, 3600]\n");
+                 "timer_floor: --window_ns in [1, 1e9] (required), --gap_ns in [0, 1e9], "
+                 "--duration_s in [0.1, 3600] (--help)\n");
     return 2;
   }
   std::vector<int64_t> samples;

@@ -160,6 +160,11 @@ std::string Engine::segmentName() {
   return u->segmentName();
 }
 
+std::string Engine::controlAddress() {
+  auto u = use();
+  return u->controlAddress();
+}
+
 std::string Engine::metricsAddress() {
   auto u = use();
   return u->metricsAddress();

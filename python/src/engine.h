@@ -27,6 +27,7 @@ class Engine {
   Engine& operator=(const Engine&) = delete;
 
   std::string segmentName();
+  std::string controlAddress();
   std::string metricsAddress();
   bool closed() const { return closed_.load(); }
   // Refuses new calls, waits for those in progress (they stop waiting at once),

@@ -157,7 +157,11 @@ void bindEngine(py::module_& m) {
                        "or a YAML file path.");
   c.def(py::init<py::handle>(), py::arg("config") = py::none())
       .def_property_readonly("segment_name", &Engine::segmentName,
-                             "This engine's segment name, 'host:port' of its listener.")
+                             "This engine's segment name: 'host:port' of its listener, or "
+                             "with metadata.backend etcd the name it registers under.")
+      .def_property_readonly("control_address", &Engine::controlAddress,
+                             "'host:port' of the control listener as peers dial it (the port "
+                             "the engine picked when bootstrap.listen's port is 0).")
       .def_property_readonly("metrics_address", &Engine::metricsAddress,
                              "'host:port' of the metrics endpoint (metrics.listen, port 0 "
                              "resolved); '' when metrics are off.")

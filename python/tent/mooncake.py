@@ -118,9 +118,12 @@ def _listen_settings(local_hostname):
 def _metadata_settings(local_hostname, metadata_server):
     """metadata keys for Mooncake's metadata_server: P2PHANDSHAKE (None: p2p, segments
     named host:port) or etcd://host:port[,host:port] (segments named local_hostname,
-    with or without a port, registered in etcd)."""
+    with or without a port, registered in etcd). As Mooncake's binding, a server without
+    a scheme is etcd's: "127.0.0.1:2379" is etcd://127.0.0.1:2379."""
     if metadata_server == P2PHANDSHAKE:
         return None
+    if isinstance(metadata_server, str) and "://" not in metadata_server:
+        metadata_server = "etcd://" + metadata_server
     if isinstance(metadata_server, str) and metadata_server.startswith("etcd://"):
         endpoints = [e.strip() for e in metadata_server[len("etcd://"):].split(",") if e.strip()]
         if not endpoints or any(e.count(":") != 1 or "/" in e for e in endpoints):
@@ -260,6 +263,10 @@ class TransferEngine:
     @_returns(-1)
     def initialize_ext(self, local_hostname, metadata_server, protocol, device_name,
                        metadata_type):
+        # As Mooncake: a server without a scheme takes metadata_type's ("etcd", "p2p").
+        if (metadata_server != P2PHANDSHAKE and "://" not in metadata_server
+                and metadata_type not in ("", "p2p")):
+            metadata_server = f"{metadata_type}://{metadata_server}"
         return self.initialize(local_hostname, metadata_server, protocol, device_name)
 
     def get_engine(self):
@@ -268,7 +275,8 @@ class TransferEngine:
 
     @_returns(-1)
     def get_rpc_port(self):
-        return int(self._native().segment_name.rsplit(":", 1)[1])
+        # The listener's port, also in etcd mode where the segment name is only a name.
+        return int(self._native().control_address.rsplit(":", 1)[1])
 
     def close(self):
         """Closes the tent engine (not in Mooncake, whose engine closes when dropped)."""

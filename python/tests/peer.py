@@ -8,6 +8,7 @@ read, access "r"). Prints one JSON line {"segment", "size", "<buffer>": address}
 and then answers commands on stdin until it closes:
     sum NAME OFFSET LENGTH   -> sha256 hex of those bytes, as this process sees them
     fill NAME SEED           -> refills the buffer with the pattern of SEED; "ok"
+    metadata                 -> local_metadata() in hex (the blob tests' side channel)
 """
 
 import ctypes
@@ -41,6 +42,9 @@ def main():
         ready.update({name: view.ctypes.data for name, view in views.items()})
         print(json.dumps(ready), flush=True)
         for line in sys.stdin:
+            if line.strip() == "metadata":
+                print(engine.local_metadata().hex(), flush=True)
+                continue
             cmd, name, *args = line.split()
             view = views[name]
             if cmd == "sum":

@@ -52,6 +52,11 @@ def test_initialize():
     assert "P2PHANDSHAKE" in e.last_error and "etcd://" in e.last_error
     assert e.initialize("127.0.0.1", "etcd://", "rdma", "") == -1
     assert "etcd://host:port" in e.last_error
+    # As Mooncake's binding: no scheme is etcd, and initialize_ext's type names one.
+    assert e.initialize("127.0.0.1", "not-an-endpoint", "rdma", "") == -1
+    assert "etcd://host:port" in e.last_error
+    assert e.initialize_ext("127.0.0.1", "127.0.0.1:2379", "rdma", "", "redis") == -1
+    assert "redis" in e.last_error
     assert e.initialize("127.0.0.1", P2PHANDSHAKE, "ucx", "") == -1
     assert "'tcp'" in e.last_error
     port = free_port()
@@ -76,6 +81,10 @@ def test_initialize_etcd_takes_a_name_without_a_port():
     assert e.get_engine().segment_name == "prefill-0"
     fleet = e.get_engine().stats()["fleet"]
     assert fleet["backend"] == "etcd"
+    # The port the engine picked, as peers dial it (not parsed from the name).
+    address = e.get_engine().control_address
+    assert address.startswith("127.0.0.1:")
+    assert e.get_rpc_port() == int(address.rsplit(":", 1)[1]) > 0
     e.close()
 
 

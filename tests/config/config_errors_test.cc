@@ -41,7 +41,8 @@ TEST(ConfigErrors, TheBriefsExampleMessageExactly) {
   const Status s = parseError("eal:\n  memory_mb: 64\nworkers:\n  block_size: big\n");
   EXPECT_EQ(
       s.message(),
-      "tent.yaml:4: workers.block_size: expected an integer in [4096, 1073741824], got 'big'");
+      "tent.yaml:4: workers.block_size: expected a size in [4096, 1073741824] (bytes, optionally with a binary unit: k, m, g, t (either case, optionally followed by iB; powers of 1024)), got "
+      "'big'");
 }
 
 TEST(ConfigErrors, MalformedYamlGivesYamlCppsLine) {
@@ -128,7 +129,7 @@ TEST(ConfigErrors, WrongTypes) {
                "workers:\n  block_size:\n",
                2,
                "workers.block_size",
-               {"expected an integer", "got nothing"}});
+               {"expected a size", "got nothing"}});
   expectError(
       {"float for an integer", "workers:\n  burst: 1.5\n", 2, "workers.burst", {"got '1.5'"}});
   expectError({"number text",
@@ -184,7 +185,7 @@ TEST(ConfigErrors, OutOfRange) {
                "workers:\n  block_size: 4095\n",
                2,
                "workers.block_size",
-               {"expected an integer in [4096, 1073741824], got '4095'"}});
+               {"expected a size in [4096, 1073741824]", "got '4095'"}});
   expectError({"above",
                "workers:\n  block_size: 1073741825\n",
                2,

@@ -8,6 +8,8 @@
 //   stall   - its control loop runs nothing else until "resume" (or stdin closes);
 //             prints STALLED once the loop is held (its lcores and NIC run on)
 //   resume  - prints RESUMED once the loop was released
+//   metadata - prints its localMetadata() blob in hex (the metadata blob tests carry
+//             it over this pipe, a stand-in for a serving stack's own side channel)
 #include <unistd.h>
 
 #include <cstdio>
@@ -52,6 +54,13 @@ int main(int argc, char** argv) {
       control.stallForTest(stall->get_future().share(), [held] { held->set_value(); });
       held->get_future().wait();
       std::printf("STALLED\n");
+    } else if (line == "metadata") {
+      auto blob = (*engine)->localMetadata();
+      std::string hex;
+      static const char kDigits[] = "0123456789abcdef";
+      for (unsigned char c : blob.ok() ? *blob : std::string())
+        hex += {kDigits[c >> 4], kDigits[c & 15]};
+      std::printf("%s\n", blob.ok() ? hex.c_str() : blob.status().toString().c_str());
     } else if (line == "resume" && stall) {
       stall->set_value();
       stall.reset();

@@ -8,10 +8,12 @@
 #include <netinet/in.h>
 #include <signal.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <chrono>
+#include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <string>
@@ -42,22 +44,80 @@ inline int freeLoopbackPort() {
   return port;
 }
 
-// One POST to a member's gateway, blocking, bounded; true on HTTP 200.
-inline bool etcdAnswers(const std::string& endpoint, double seconds = 2) {
+// One POST to a member's gateway, blocking, bounded: the HTTP status (0: no answer),
+// the body in `*body`. `ca_file` set: https, etcd's certificate checked against it.
+inline long etcdPost(const std::string& endpoint, const std::string& path, const std::string& json,
+                     const std::string& ca_file = "", const std::string& token = "",
+                     std::string* body = nullptr, double seconds = 2) {
   CURL* c = curl_easy_init();
-  const std::string url = "http://" + endpoint + "/v3/kv/range";
+  const std::string url = (ca_file.empty() ? "http://" : "https://") + endpoint + path;
+  std::string sink;
+  curl_slist* headers = nullptr;
+  if (!token.empty()) headers = curl_slist_append(headers, ("Authorization: " + token).c_str());
   curl_easy_setopt(c, CURLOPT_URL, url.c_str());
-  curl_easy_setopt(c, CURLOPT_POSTFIELDS, "{\"key\":\"AA==\"}");
+  curl_easy_setopt(c, CURLOPT_POSTFIELDS, json.c_str());
+  curl_easy_setopt(c, CURLOPT_HTTPHEADER, headers);
   curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, static_cast<long>(seconds * 1000));
   curl_easy_setopt(c, CURLOPT_PROXY, "");
+  if (!ca_file.empty()) curl_easy_setopt(c, CURLOPT_CAINFO, ca_file.c_str());
+  curl_easy_setopt(c, CURLOPT_WRITEDATA, body ? body : &sink);
   curl_easy_setopt(
-      c, CURLOPT_WRITEFUNCTION, +[](char*, size_t s, size_t n, void*) { return s * n; });
+      c, CURLOPT_WRITEFUNCTION, +[](char* d, size_t s, size_t n, void* out) {
+        static_cast<std::string*>(out)->append(d, s * n);
+        return s * n;
+      });
   long code = 0;
-  const bool ok = curl_easy_perform(c) == CURLE_OK &&
-                  curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &code) == CURLE_OK && code == 200;
+  if (curl_easy_perform(c) != CURLE_OK ||
+      curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &code) != CURLE_OK)
+    code = 0;
+  curl_slist_free_all(headers);
   curl_easy_cleanup(c);
-  return ok;
+  return code;
 }
+
+// True when a member answers a range request with HTTP 200. With auth enabled an
+// unauthenticated range is refused, but the member answered: any HTTP status counts then.
+inline bool etcdAnswers(const std::string& endpoint, double seconds = 2,
+                        const std::string& ca_file = "", bool any_status = false) {
+  const long code =
+      etcdPost(endpoint, "/v3/kv/range", "{\"key\":\"AA==\"}", ca_file, "", nullptr, seconds);
+  return any_status ? code != 0 : code == 200;
+}
+
+// etcd's TLS material, made with openssl in `dir`: a CA, a server certificate it
+// signed for 127.0.0.1, and a second CA that signed nothing (the wrong CA).
+struct EtcdTls {
+  std::string dir, ca, server_cert, server_key, other_ca;
+  static bool opensslInstalled() { return std::system("openssl version >/dev/null 2>&1") == 0; }
+  bool make(const std::string& d) {
+    dir = d;
+    ca = dir + "/ca.pem";
+    server_cert = dir + "/server.pem";
+    server_key = dir + "/server.key";
+    other_ca = dir + "/other-ca.pem";
+    const std::string q = " >/dev/null 2>&1";
+    const std::string ec = " -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes";
+    {
+      std::FILE* f = std::fopen((dir + "/san.cnf").c_str(), "w");
+      if (f == nullptr) return false;
+      std::fputs("subjectAltName=IP:127.0.0.1\n", f);
+      std::fclose(f);
+    }
+    const std::string cmds[] = {"openssl req -x509" + ec + " -keyout " + dir + "/ca.key -out " +
+                                    ca + " -days 2 -subj /CN=tent-test-ca" + q,
+                                "openssl req" + ec + " -keyout " + server_key + " -out " + dir +
+                                    "/server.csr -subj /CN=127.0.0.1" + q,
+                                "openssl x509 -req -in " + dir + "/server.csr -CA " + ca +
+                                    " -CAkey " + dir + "/ca.key -CAcreateserial -out " +
+                                    server_cert + " -days 2 -extfile " + dir + "/san.cnf" + q,
+                                "openssl req -x509" + ec + " -keyout " + dir +
+                                    "/other-ca.key -out " + other_ca +
+                                    " -days 2 -subj /CN=tent-test-other-ca" + q};
+    for (const std::string& c : cmds)
+      if (std::system(c.c_str()) != 0) return false;
+    return true;
+  }
+};
 
 class EtcdCluster {
  public:
@@ -89,6 +149,13 @@ class EtcdCluster {
     return s + "]";
   }
 
+  // The directory removed with the cluster (TLS material, password files go there).
+  const std::string& root() const { return root_; }
+  // Members serve https with this certificate (before start()).
+  void useTls(const EtcdTls& tls) { tls_ = tls; }
+  // With auth enabled, a member that refuses an unauthenticated request is up.
+  void authEnabled() { auth_ = true; }
+
   // Starts every member and waits (bounded) until each answers.
   bool start() {
     for (int i = 0; i < members_; ++i)
@@ -112,7 +179,7 @@ class EtcdCluster {
   bool waitUp(int i, double seconds = 60) {
     const auto end = std::chrono::steady_clock::now() + std::chrono::duration<double>(seconds);
     while (std::chrono::steady_clock::now() < end) {
-      if (etcdAnswers(endpoints()[i])) return true;
+      if (etcdAnswers(endpoints()[i], 2, tls_.ca, auth_)) return true;
       std::this_thread::sleep_for(std::chrono::milliseconds(50));
     }
     return false;
@@ -125,7 +192,8 @@ class EtcdCluster {
     std::string cluster;
     for (int j = 0; j < members_; ++j)
       cluster += (j ? "," : "") + std::string("m") + std::to_string(j) + "=" + peerUrl(j);
-    const std::string client = "http://127.0.0.1:" + std::to_string(client_[i]);
+    const std::string client = (tls_.ca.empty() ? "http://" : "https://") +
+                               std::string("127.0.0.1:") + std::to_string(client_[i]);
     std::vector<std::string> args = {etcdBinary(),
                                      "--name",
                                      "m" + std::to_string(i),
@@ -151,6 +219,8 @@ class EtcdCluster {
                                      "50",
                                      "--election-timeout",
                                      "500"};
+    if (!tls_.ca.empty())
+      args.insert(args.end(), {"--cert-file", tls_.server_cert, "--key-file", tls_.server_key});
     const pid_t pid = ::fork();
     if (pid < 0) return false;
     if (pid == 0) {
@@ -171,6 +241,8 @@ class EtcdCluster {
   std::string root_;
   std::vector<int> client_, peer_;
   std::vector<pid_t> pids_;
+  EtcdTls tls_;
+  bool auth_ = false;
 };
 
 }  // namespace tent::testing

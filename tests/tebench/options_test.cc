@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "perf/tebench/bench_options.h"
+#include "tests/support/byte_size_table.h"
 
 namespace tent::bench {
 namespace {
@@ -20,6 +21,21 @@ std::string errorOf(std::vector<std::string> args) {
   auto r = parse(std::move(args));
   EXPECT_FALSE(r.ok());
   return r.ok() ? std::string() : r.status().message();
+}
+
+// The size table every size parser runs (tests/config/config_sizes_test.cc runs it
+// through the config): a size flag accepts exactly the same spellings.
+TEST(BenchOptions, SizesFollowTheConfigsRule) {
+  for (const auto& c : tent::testing::kByteSizeCases) {
+    auto r = parse({std::string("--total_buffer_size=") + c.text});
+    EXPECT_EQ(r.ok(), c.valid && c.bytes > 0) << "'" << c.text << "'";
+    if (r.ok()) {
+      EXPECT_EQ(r->total_buffer_size, c.bytes) << c.text;
+    }
+    if (!r.ok()) {
+      EXPECT_NE(r.status().message().find("--total_buffer_size"), std::string::npos);
+    }
+  }
 }
 
 TEST(BenchOptions, TargetDefaults) {

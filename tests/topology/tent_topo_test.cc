@@ -189,7 +189,7 @@ TEST(TentTopoLcores, KnobsFromAConfigAndFlags) {
                          "      - {name: softA, numa_node: 1}\n"
                          "lcores: auto\nlcore_auto: {background_lcores: 2, rails: shared}\n";
   RunResult r = runTentTopo("--topology=" + quote(dataFile("two_socket.xml")) +
-                            " --config=" + quote(path) + " --reserve-cpus=0 --human");
+                            " --config=" + quote(path) + " --reserve_cpus=0 --human");
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_NE(r.out.find("lcores: auto"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("rail:softA"), std::string::npos) << r.out;
@@ -204,8 +204,8 @@ TEST(TentTopoLcores, KnobsFromAConfigAndFlags) {
 }
 
 TEST(TentTopoLcores, BadFlagsAreUsageErrors) {
-  for (const char* args : {"--cpus=x", "--cpus=3-1", "--rails=private", "--background-lcores=0",
-                           "--reserve-cpus=lots", "--cpus"}) {
+  for (const char* args : {"--cpus=x", "--cpus=3-1", "--rails=private", "--background_lcores=0",
+                           "--reserve_cpus=lots", "--cpus"}) {
     RunResult r = runTentTopo(args);
     EXPECT_EQ(r.exit_code, 2) << args;
     EXPECT_EQ(lineCount(r.err), 1u) << args << ": " << r.err;

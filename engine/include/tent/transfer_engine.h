@@ -241,8 +241,14 @@ class TransferEngine {
   // Creates an engine from YAML text (tests, embedded configs).
   static Result<std::unique_ptr<TransferEngine>> createFromYaml(std::string_view yaml);
 
-  // This engine's segment name ("host:port" of its control listener).
+  // This engine's segment name: "host:port" of its control listener, or with
+  // metadata.backend etcd the name it registers under (metadata.name).
   virtual std::string segmentName() const = 0;
+  // "host:port" of the control listener as peers dial it (numeric where the host
+  // resolves; the port the engine picked when bootstrap.listen's port is 0). With p2p
+  // it names the same listener as segmentName(); with etcd it is what the entry
+  // publishes next to the name.
+  virtual std::string controlAddress() const { return segmentName(); }
 
   // Memory lifetime. A transfer uses the local memory its Request::source lies in from
   // submitTransfer() until it is terminal (COMPLETED, FAILED, CANCELED, TIMEOUT; terminal

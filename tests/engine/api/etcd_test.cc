@@ -11,92 +11,20 @@
 #include <cstdio>
 #include <fstream>
 #include <functional>
+#include <map>
 
 #include <future>
 
 #include "fleet/entry.h"
 #include "fleet/etcd_client.h"
 #include "fleet/etcd_json.h"
+#include "tests/engine/metrics/scrape_util.h"
 #include "tests/support/engine_test_util.h"
 #include "tests/support/etcd_cluster.h"
+#include "tests/support/etcd_nodes.h"
 
 namespace tent::testing {
 namespace {
-
-constexpr size_t kBuf = 1 << 20;
-
-std::string etcdYaml(const EtcdCluster& c, const std::string& name, const std::string& auth = "") {
-  return simYaml(R"(metadata:
-  backend: etcd
-  name: ")" + name + R"("
-  etcd: {endpoints: )" +
-                     c.endpointsYaml() +
-                     R"(, prefix: "/t/", lease_ttl_s: 2, request_timeout_ms: 1000,
-         retry_initial_ms: 50, retry_max_ms: 400}
-)",
-                 auth);
-}
-
-struct Node {
-  std::unique_ptr<TransferEngineImpl> engine;
-  uint8_t* buf = nullptr;
-  uint64_t registrations() const { return engine->stats().fleet.registrations; }
-};
-
-// An engine registered in etcd with one buffer filled with `seed`'s pattern, its
-// entry holding that buffer.
-Node startNode(const EtcdCluster& c, const std::string& name, uint32_t seed,
-               const std::string& auth = "") {
-  Node n;
-  n.engine = makeEngine(etcdYaml(c, name, auth));
-  if (!n.engine) return n;
-  EXPECT_TRUE(eventually([&] { return n.engine->stats().fleet.store_up; }))
-      << name << " never registered";
-  const uint64_t before = n.registrations();
-  auto m = n.engine->allocateLocalMemory(kBuf, "cpu:0");
-  EXPECT_TRUE(m.ok());
-  n.buf = static_cast<uint8_t*>(*m);
-  fillPattern(n.buf, kBuf, seed);
-  EXPECT_TRUE(eventually([&] { return n.registrations() > before; }))
-      << name << ": the entry with the buffer was never put";
-  return n;
-}
-
-// READs the peer's buffer (found through the cached descriptor) into ours; true when
-// it completed with the pattern of `seed`.
-bool readFrom(Node& self, SegmentId peer, uint32_t seed) {
-  auto bufs = self.engine->segmentBuffers(peer);
-  if (!bufs.ok() || bufs->empty()) return false;
-  std::memset(self.buf, 0, kBuf);
-  Request r;
-  r.opcode = OpCode::READ;
-  r.source = self.buf;
-  r.target_id = peer;
-  r.target_offset = (*bufs)[0].addr;
-  r.length = kBuf;
-  auto b = self.engine->allocateBatch(1);
-  if (!b.ok()) return false;
-  const bool submitted = self.engine->submitTransfer(*b, {&r, 1}).ok();
-  const TransferStatus st =
-      submitted ? waitTask(*self.engine, *b, 0) : TransferStatus{TransferState::FAILED, 0};
-  (void)self.engine->freeBatch(*b);
-  const long bad = checkPattern(self.buf, kBuf, seed);
-  if (st.state != TransferState::COMPLETED || bad != -1)
-    std::printf("readFrom segment %lu: %s, first wrong byte %ld\n",
-                static_cast<unsigned long>(peer), std::string(toString(st.state)).c_str(), bad);
-  return st.state == TransferState::COMPLETED && bad == -1;
-}
-
-struct Etcd : ::testing::Test {
-  void SetUp() override {
-    if (etcdBinary().empty()) GTEST_SKIP() << "etcd is not installed (apt-get install etcd-server)";
-  }
-  std::unique_ptr<EtcdCluster> cluster(int members) {
-    auto c = std::make_unique<EtcdCluster>(members);
-    EXPECT_TRUE(c->start()) << "etcd did not start";
-    return c;
-  }
-};
 
 TEST_F(Etcd, EnginesFindEachOtherByNameAndTransfer) {
   auto c = cluster(1);
@@ -118,6 +46,24 @@ TEST_F(Etcd, EnginesFindEachOtherByNameAndTransfer) {
   EXPECT_EQ(a.engine->stats().fleet.lookups, 1u);
   auto missing = a.engine->openSegment("node-z");
   EXPECT_EQ(missing.status().code(), StatusCode::kNotFound) << missing.status().toString();
+}
+
+// Mooncake's users initialize and open a peer at once: a lookup before our own first
+// registration answered goes to etcd (only a failed request makes the store "away").
+TEST_F(Etcd, LookupRightAfterCreationGoesToEtcd) {
+  auto c = cluster(1);
+  Node b = startNode(*c, "node-b", 2);
+  ASSERT_TRUE(b.engine);
+  Node a;
+  a.engine = makeEngine(etcdYaml(*c, "node-a"));
+  ASSERT_TRUE(a.engine);
+  auto m = a.engine->allocateLocalMemory(kBuf, "cpu:0");
+  ASSERT_TRUE(m.ok());
+  a.buf = static_cast<uint8_t*>(*m);
+  auto id = a.engine->openSegment("node-b");  // no wait for a's registration
+  ASSERT_TRUE(id.ok()) << id.status().toString();
+  EXPECT_TRUE(readFrom(a, *id, 2));
+  EXPECT_EQ(a.engine->stats().fleet.lookups_refused_away, 0u);
 }
 
 TEST_F(Etcd, RestartedPeerIsReResolvedThroughTheWatch) {
@@ -234,6 +180,95 @@ TEST_F(Etcd, ForgedEntryIsRefusedAndCounted) {
   auto evil = a.engine->openSegment("evil");
   EXPECT_EQ(evil.status().code(), StatusCode::kPermissionDenied) << evil.status().toString();
   EXPECT_GE(a.engine->stats().fleet.entries_refused, 1u);
+  ::unlink(path);
+}
+
+// The fleet series on the metrics endpoint (docs/metrics.md, "Fleet metadata"): a lookup
+// through etcd, a forged entry refused, the store reachable and then
+// away (a lookup refused at once). Each scraped value lies between the stats() taken
+// just before and just after the scrape (retries against a dead etcd keep counting).
+TEST_F(Etcd, FleetSeriesOnTheMetricsEndpoint) {
+  char path[] = "/tmp/tent-etcd-secret-XXXXXX";
+  const int fd = ::mkstemp(path);
+  ASSERT_GE(fd, 0);
+  const std::string secret(64, 'm');
+  ASSERT_EQ(::write(fd, secret.data(), secret.size()), static_cast<ssize_t>(secret.size()));
+  ::close(fd);
+  ::chmod(path, 0600);
+  const std::string auth = std::string(", auth: {secret_file: \"") + path + "\"}";
+  auto c = cluster(1);
+  Node a;
+  a.engine = makeEngine(etcdYaml(*c, "node-a", auth) + "metrics: {listen: \"127.0.0.1:0\"}\n");
+  ASSERT_TRUE(a.engine && a.engine->metricsExporter());
+  ASSERT_TRUE(eventually([&] { return a.engine->stats().fleet.store_up; }));
+  Node b = startNode(*c, "node-b", 2, auth);
+  ASSERT_TRUE(b.engine);
+  ASSERT_TRUE(a.engine->openSegment("node-b").ok());
+  fleet::Entry forged;
+  forged.name = "evil";
+  forged.instance = 1;
+  forged.address = "127.0.0.1:1";
+  ASSERT_EQ(etcdPost(c->endpoints()[0], "/v3/kv/put",
+                     fleet::putBody("/t/segments/evil",
+                                    fleet::encodeEntry(
+                                        forged, control::Secret::fromBytes(std::string(64, 'x'))),
+                                    0)),
+            200);
+  EXPECT_EQ(a.engine->openSegment("evil").status().code(), StatusCode::kPermissionDenied);
+
+  const uint16_t port = a.engine->metricsExporter()->port();
+  const std::string name = a.engine->segmentName();
+  using Field = uint64_t (*)(const FleetStats&);
+  const std::pair<const char*, Field> counters[] = {
+      {"tent_fleet_registrations_total", [](const FleetStats& f) { return f.registrations; }},
+      {"tent_fleet_lease_renewals_total", [](const FleetStats& f) { return f.lease_renewals; }},
+      {"tent_fleet_store_errors_total", [](const FleetStats& f) { return f.store_errors; }},
+      {"tent_fleet_lookups_total", [](const FleetStats& f) { return f.lookups; }},
+      {"tent_fleet_lookups_refused_away_total",
+       [](const FleetStats& f) { return f.lookups_refused_away; }},
+      {"tent_fleet_entries_refused_total", [](const FleetStats& f) { return f.entries_refused; }},
+      {"tent_fleet_watch_events_total", [](const FleetStats& f) { return f.watch_events; }},
+      {"tent_fleet_watch_restarts_total", [](const FleetStats& f) { return f.watch_restarts; }},
+      {"tent_fleet_peers_readdressed_total",
+       [](const FleetStats& f) { return f.peers_readdressed; }},
+      {"tent_fleet_peers_expired_total", [](const FleetStats& f) { return f.peers_expired; }},
+      {"tent_fleet_blobs_added_total", [](const FleetStats& f) { return f.blobs_added; }}};
+  // Scrapes once; every fleet series must be there, within [before, after].
+  auto scrape = [&](double store_up) {
+    const FleetStats before = a.engine->stats().fleet;
+    const metrics::testing::HttpReply reply = metrics::testing::httpGet(port, "/metrics");
+    const FleetStats after = a.engine->stats().fleet;
+    ASSERT_EQ(reply.status, 200) << reply.error;
+    std::map<std::string, double> got;
+    for (const auto& smp : metrics::testing::parseExposition(reply.body).samples) {
+      if (smp.name.rfind("tent_fleet_", 0) != 0) continue;
+      EXPECT_EQ(smp.labels.at("engine"), name) << smp.name;
+      if (smp.name == "tent_fleet_info") {
+        EXPECT_EQ(smp.labels.at("backend"), "etcd");
+        EXPECT_EQ(smp.value, 1.0);
+      }
+      got[smp.name] = smp.value;
+    }
+    EXPECT_EQ(got.count("tent_fleet_info"), 1u);
+    ASSERT_EQ(got.count("tent_fleet_store_up"), 1u);
+    EXPECT_EQ(got["tent_fleet_store_up"], store_up);
+    for (const auto& [series, field] : counters) {
+      ASSERT_EQ(got.count(series), 1u) << "not exported: " << series;
+      EXPECT_GE(got[series], static_cast<double>(field(before))) << series;
+      EXPECT_LE(got[series], static_cast<double>(field(after))) << series;
+    }
+    EXPECT_GE(got["tent_fleet_lookups_total"], 2.0);          // node-b and evil
+    EXPECT_GE(got["tent_fleet_entries_refused_total"], 1.0);  // evil (and the watch's copy)
+    EXPECT_GE(got["tent_fleet_registrations_total"], 1.0);
+  };
+  scrape(1.0);
+  // etcd away: the store is down, a new lookup is refused at once.
+  c->kill(0);
+  ASSERT_TRUE(eventually([&] { return !a.engine->stats().fleet.store_up; }));
+  EXPECT_EQ(a.engine->openSegment("node-z").status().code(), StatusCode::kUnavailable);
+  scrape(0.0);
+  EXPECT_GE(a.engine->stats().fleet.lookups_refused_away, 1u);
+  EXPECT_GE(a.engine->stats().fleet.store_errors, 1u);
   ::unlink(path);
 }
 

@@ -2,6 +2,8 @@
 // initiator, engine_peer the target.
 #include <gtest/gtest.h>
 
+#include <sys/stat.h>
+
 #include <atomic>
 #include <thread>
 #include <vector>
@@ -217,6 +219,59 @@ TEST_F(MultiProcess, TargetRangeBeyondPeerBufferIsRejected) {
   for (auto& st : run(*seg, OpCode::READ, 0, peer.addr, 1 << 20, 1))
     ASSERT_EQ(st.state, TransferState::COMPLETED);
   EXPECT_EQ(checkPattern(local, 1 << 20, 3), -1);
+}
+
+// The metadata blob between two processes (issue 25): the peer's localMetadata()
+// crosses a pipe (a serving stack's own side channel), addRemoteMetadata opens the
+// segment from it, and no descriptor is fetched from the peer's control port (the
+// opener's counter stays where it was); the bytes read and written are verified.
+TEST_F(MultiProcess, MetadataBlobOpensThePeerWithoutADescriptorFetch) {
+  char path[] = "/tmp/tent-mp-blob-secret-XXXXXX";
+  const int fd = ::mkstemp(path);
+  ASSERT_GE(fd, 0);
+  const std::string secret(64, 'k');
+  ASSERT_EQ(::write(fd, secret.data(), secret.size()), static_cast<ssize_t>(secret.size()));
+  ::close(fd);
+  ::chmod(path, 0600);
+  const std::string auth = std::string(", auth: {secret_file: \"") + path + "\"}";
+  std::string err;
+  ASSERT_TRUE(peer.start(peerExe(), 4 << 20, 31, "127.0.0.1:0", kDevices, &err, auth)) << err;
+  // This process's engine with the same secret (the blob is signed with it).
+  engine.reset();
+  engine = makeEngine("bootstrap: {listen: \"127.0.0.1:0\", connect_timeout_ms: 1000" + auth +
+                      "}\n" + kDevices);
+  ASSERT_NE(engine, nullptr);
+  local = static_cast<uint8_t*>(*engine->allocateLocalMemory(kLocal, "*"));
+  const std::string hex = peer.command("metadata");
+  ASSERT_FALSE(hex.empty());
+  ASSERT_EQ(hex.size() % 2, 0u) << hex;
+  std::string blob;
+  for (size_t i = 0; i < hex.size(); i += 2)
+    blob.push_back(static_cast<char>(std::stoi(hex.substr(i, 2), nullptr, 16)));
+  const uint64_t fetches = engine->stats().control.descriptor_fetches;
+  auto seg = engine->addRemoteMetadata(blob);
+  ASSERT_TRUE(seg.ok()) << seg.status().toString();
+  auto bufs = engine->segmentBuffers(*seg);
+  ASSERT_TRUE(bufs.ok());
+  ASSERT_EQ(bufs->size(), 1u);
+  EXPECT_EQ((*bufs)[0].addr, peer.addr);
+  for (auto& st : run(*seg, OpCode::READ, 0, peer.addr, 1 << 20, 4))
+    ASSERT_EQ(st.state, TransferState::COMPLETED);
+  EXPECT_EQ(checkPattern(local, 4 << 20, 31), -1);
+  fillPattern(local, 1 << 20, 32);
+  for (auto& st : run(*seg, OpCode::WRITE, 0, peer.addr, 1 << 20, 1))
+    ASSERT_EQ(st.state, TransferState::COMPLETED);
+  std::memset(local + (8 << 20), 0, 1 << 20);
+  for (auto& st : run(*seg, OpCode::READ, 8 << 20, peer.addr, 1 << 20, 1))
+    ASSERT_EQ(st.state, TransferState::COMPLETED);
+  EXPECT_EQ(checkPattern(local + (8 << 20), 1 << 20, 32), -1);
+  const EngineStats s = engine->stats();
+  EXPECT_EQ(s.control.descriptor_fetches, fetches) << "a descriptor was fetched from the peer";
+  EXPECT_EQ(s.fleet.blobs_added, 1u);
+  // The same blob again names the segment already open.
+  EXPECT_EQ(*engine->addRemoteMetadata(blob), *seg);
+  EXPECT_EQ(engine->stats().control.descriptor_fetches, fetches);
+  ::unlink(path);
 }
 
 }  // namespace

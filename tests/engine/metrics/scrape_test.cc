@@ -110,6 +110,19 @@ Series expectedSeries(const EngineStats& s, const std::string& engine_name) {
   put("tent_control_deadline_closures_total", s.control.deadline_closures);
   put("tent_control_sessions_evicted_total", s.control.sessions_evicted);
   put("tent_control_source_cap_hits_total", s.control.source_cap_hits);
+  put("tent_fleet_info", 1, {{"backend", s.fleet.backend}});
+  put("tent_fleet_store_up", s.fleet.store_up ? 1 : 0);
+  put("tent_fleet_registrations_total", s.fleet.registrations);
+  put("tent_fleet_lease_renewals_total", s.fleet.lease_renewals);
+  put("tent_fleet_store_errors_total", s.fleet.store_errors);
+  put("tent_fleet_lookups_total", s.fleet.lookups);
+  put("tent_fleet_lookups_refused_away_total", s.fleet.lookups_refused_away);
+  put("tent_fleet_entries_refused_total", s.fleet.entries_refused);
+  put("tent_fleet_watch_events_total", s.fleet.watch_events);
+  put("tent_fleet_watch_restarts_total", s.fleet.watch_restarts);
+  put("tent_fleet_peers_readdressed_total", s.fleet.peers_readdressed);
+  put("tent_fleet_peers_expired_total", s.fleet.peers_expired);
+  put("tent_fleet_blobs_added_total", s.fleet.blobs_added);
   put("tent_transferred_bytes_total", s.bytes_transferred);
   for (const auto& [dev, n] : s.bytes_per_device)
     put("tent_device_transferred_bytes_total", n, {{"device", dev}});
