@@ -52,7 +52,8 @@ std::vector<Notification> Inbox::wait(uint64_t timeout_ns) {
     auto got = take();
     if (!got.empty() || clock::engineNowNs() >= deadline) return got;
     const uint64_t left = deadline - clock::engineNowNs();
-    std::this_thread::sleep_for(std::min<std::chrono::nanoseconds>(pause, std::chrono::nanoseconds(left)));
+    std::this_thread::sleep_for(
+        std::min<std::chrono::nanoseconds>(pause, std::chrono::nanoseconds(left)));
     pause = std::min(pause * 2, std::chrono::microseconds(1000));
   }
 }

@@ -140,7 +140,8 @@ void NotifyLink::reapCreditsLocked() {
         continue;
       }
       uint32_t kind = 0, value = 0;
-      if (wc[i].byte_len >= kHeaderBytes) getHeader(slotAt(static_cast<uint32_t>(wc[i].wr_id)), &kind, &value);
+      if (wc[i].byte_len >= kHeaderBytes)
+        getHeader(slotAt(static_cast<uint32_t>(wc[i].wr_id)), &kind, &value);
       if (kind == kKindCredit) credits_ = std::min(credits_ + value, recv_slots_);
       if (!postRecvSlot(static_cast<uint32_t>(wc[i].wr_id))) broken_ = true;
     }
@@ -164,8 +165,8 @@ Status NotifyLink::send(std::string_view message, uint64_t deadline_ns) {
   uint8_t* p = slotAt(sendSlot(0));
   putHeader(p, kKindNotify, static_cast<uint32_t>(message.size()));
   std::memcpy(p + kHeaderBytes, message.data(), message.size());
-  fabric::Sge sge{reinterpret_cast<uint64_t>(p), static_cast<uint32_t>(kHeaderBytes + message.size()),
-                  mr_->lkey()};
+  fabric::Sge sge{reinterpret_cast<uint64_t>(p),
+                  static_cast<uint32_t>(kHeaderBytes + message.size()), mr_->lkey()};
   fabric::SendWr wr;
   wr.wr_id = 1;
   wr.opcode = fabric::WrOpcode::kSend;

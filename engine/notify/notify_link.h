@@ -106,12 +106,12 @@ class NotifyLink {
   bool wired_ = false;
   bool broken_ = false;
   std::string broken_why_;
-  uint32_t credits_ = 0;            // active: SENDs the peer has room for
-  uint32_t remote_max_bytes_ = 0;   // active: the peer's longest message
-  uint32_t uncredited_ = 0;         // passive: buffers posted again, credits not yet sent
-  uint32_t sends_in_flight_ = 0;    // passive: credit messages not yet completed
+  uint32_t credits_ = 0;           // active: SENDs the peer has room for
+  uint32_t remote_max_bytes_ = 0;  // active: the peer's longest message
+  uint32_t uncredited_ = 0;        // passive: buffers posted again, credits not yet sent
+  uint32_t sends_in_flight_ = 0;   // passive: credit messages not yet completed
   uint32_t next_send_slot_ = 0;
-  bool held_ = false;               // passive: a message polled that did not fit the inbox
+  bool held_ = false;  // passive: a message polled that did not fit the inbox
   fabric::WorkCompletion held_wc_;
 };
 

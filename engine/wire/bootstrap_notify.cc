@@ -34,14 +34,15 @@ Result<NotifyExtension> parseNotifyExtension(std::span<const uint8_t> bytes) {
   return n;
 }
 
-// Bootstraps up to v2 have no extension list: they offer no notifications.
 void putNotifyExtension(BootstrapMessage* msg, const NotifyExtension& n) {
-  (void)msg, (void)n;
+  if (n.capable()) msg->setExtension(BootstrapTag::kNotify, encodeNotifyExtension(n));
 }
 
 Result<NotifyExtension> notifyExtensionOf(const BootstrapMessage& msg) {
-  (void)msg;
-  return NotifyExtension{};
+  // A v2 bootstrap (or a v3 one without the tag) offers nothing: an older peer.
+  const std::vector<uint8_t>* bytes = msg.extension(BootstrapTag::kNotify);
+  if (bytes == nullptr) return NotifyExtension{};
+  return parseNotifyExtension(*bytes);
 }
 
 }  // namespace tent::metadata

@@ -21,8 +21,8 @@ inline constexpr uint32_t kMaxNotifyMessageBytes = 1u << 20;
 
 struct NotifyExtension {
   uint32_t flags = 0;
-  uint32_t qp_num = 0;            // the sender's notify QP
-  uint32_t credits = 0;           // receive buffers it posted for notifications
+  uint32_t qp_num = 0;             // the sender's notify QP
+  uint32_t credits = 0;            // receive buffers it posted for notifications
   uint32_t max_message_bytes = 0;  // the longest notification each of them takes
 
   bool capable() const noexcept { return (flags & kNotifyCapable) != 0 && qp_num != 0; }
