@@ -8,6 +8,10 @@ read, access "r"). Prints one JSON line {"segment", "size", "<buffer>": address}
 and then answers commands on stdin until it closes:
     sum NAME OFFSET LENGTH   -> sha256 hex of those bytes, as this process sees them
     fill NAME SEED           -> refills the buffer with the pattern of SEED; "ok"
+    note NAME OFFSET LENGTH  -> waits (30 s) for one notification, then the JSON
+                                {"name", "msg" (hex), "sum"}: "sum" is the sha256 of
+                                those bytes right on receipt ({} when none came)
+    send SEGMENT MESSAGE     -> send_notification(SEGMENT, MESSAGE): "ok" or the error code
 """
 
 import ctypes
@@ -42,10 +46,26 @@ def main():
         print(json.dumps(ready), flush=True)
         for line in sys.stdin:
             cmd, name, *args = line.split()
+            if cmd == "send":
+                try:
+                    engine.send_notification(name, args[0])
+                    print("ok", flush=True)
+                except tent.Error as e:
+                    print(e.code, flush=True)
+                continue
             view = views[name]
             if cmd == "sum":
                 off, length = int(args[0]), int(args[1])
                 print(hashlib.sha256(view[off:off + length]).hexdigest(), flush=True)
+            elif cmd == "note":
+                off, length = int(args[0]), int(args[1])
+                got = engine.wait_notifications(30)
+                out = {}
+                if got:
+                    sender, msg = got[0]
+                    out = {"name": sender, "msg": msg.hex(), "count": len(got),
+                           "sum": hashlib.sha256(view[off:off + length]).hexdigest()}
+                print(json.dumps(out), flush=True)
             elif cmd == "fill":
                 view[:] = pattern(size, int(args[0]))
                 print("ok", flush=True)
