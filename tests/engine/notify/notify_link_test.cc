@@ -17,7 +17,9 @@ namespace {
 using fabric::soft::testing::makeProvider;
 using fabric::soft::testing::softDevice;
 
-uint64_t soon() { return clock::engineNowNs() + 60'000'000'000ull; }
+uint64_t soon() {
+  return clock::engineNowNs() + 60'000'000'000ull;
+}
 
 struct Pair {
   explicit Pair(Limits sender_limits, Limits receiver_limits, uint64_t inbox_count = 1000,
@@ -64,7 +66,8 @@ TEST(NotifyLink, MessagesArriveInOrderWithEveryByteAcrossManyCreditRounds) {
     ASSERT_TRUE(s.ok()) << s.toString();
   }
   for (auto& n : p.inbox.take()) {
-    EXPECT_EQ(n.message.substr(n.message.size() - std::to_string(next).size()), std::to_string(next));
+    EXPECT_EQ(n.message.substr(n.message.size() - std::to_string(next).size()),
+              std::to_string(next));
     ++next;
   }
   EXPECT_EQ(next, 200u);
@@ -83,7 +86,7 @@ TEST(NotifyLink, AFullInboxIsBackPressureAtTheSenderNothingLostNothingDuplicated
     ASSERT_LT(sent, 100);
   }
   EXPECT_EQ(s.code(), StatusCode::kResourceExhausted) << s.toString();
-  EXPECT_EQ(sent, 4);  // the receive buffers; nobody moved them into the inbox
+  EXPECT_EQ(sent, 4);         // the receive buffers; nobody moved them into the inbox
   auto got = q.inbox.take();  // moves 3 in, 1 waits in its buffer, credits go back
   ASSERT_EQ(got.size(), 3u);
   auto rest = q.inbox.take();
@@ -138,7 +141,8 @@ TEST(NotifyExtension, RoundTripsAndRejectsMalformedBytes) {
   n.qp_num = 1;
   n.credits = 5000;
   EXPECT_FALSE(metadata::parseNotifyExtension(metadata::encodeNotifyExtension(n)).ok());
-  EXPECT_FALSE(metadata::parseNotifyExtension(metadata::encodeNotifyExtension({})).value().capable());
+  EXPECT_FALSE(
+      metadata::parseNotifyExtension(metadata::encodeNotifyExtension({})).value().capable());
 }
 
 }  // namespace
