@@ -110,6 +110,15 @@ Series expectedSeries(const EngineStats& s, const std::string& engine_name) {
   put("tent_control_deadline_closures_total", s.control.deadline_closures);
   put("tent_control_sessions_evicted_total", s.control.sessions_evicted);
   put("tent_control_source_cap_hits_total", s.control.source_cap_hits);
+  put("tent_notify_messages_total", s.notify.sent, {{"direction", "sent"}});
+  put("tent_notify_messages_total", s.notify.received, {{"direction", "received"}});
+  put("tent_notify_bytes_total", s.notify.sent_bytes, {{"direction", "sent"}});
+  put("tent_notify_bytes_total", s.notify.received_bytes, {{"direction", "received"}});
+  put("tent_notify_refused_total", s.notify.refused);
+  put("tent_notify_unsupported_total", s.notify.unsupported);
+  put("tent_notify_failed_total", s.notify.failed);
+  put("tent_notify_dropped_batches_total", s.notify.dropped_batches);
+  put("tent_notify_held", s.notify.held);
   put("tent_transferred_bytes_total", s.bytes_transferred);
   for (const auto& [dev, n] : s.bytes_per_device)
     put("tent_device_transferred_bytes_total", n, {{"device", dev}});
