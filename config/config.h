@@ -261,6 +261,19 @@ struct DirectConfig {
   bool operator==(const DirectConfig&) const = default;
 };
 
+// Notifications (issue 23, docs/engine.md "Notifications"): a notify QP per endpoint,
+// receive buffers under sender credits, a bounded inbox on the receiving side.
+struct NotifyConfig {
+  bool enabled = true;                // false: no notify QP, bootstraps advertise none
+  uint32_t max_message_bytes = 4096;  // longest message (one receive buffer each)
+  uint32_t credits = 16;              // receive buffers per notify QP (the sender's credits)
+  uint32_t inbox_count = 4096;        // messages received and not yet taken
+  uint64_t inbox_bytes = 16 << 20;    // their bytes
+  uint32_t timeout_ms = 5000;         // a send's wait for a ready endpoint and its completion
+
+  bool operator==(const NotifyConfig&) const = default;
+};
+
 // Endpoints (RC connections to peer devices): how many a node keeps and how it
 // reconnects (docs/engine.md, "Endpoint lifecycle").
 struct EndpointConfig {
@@ -387,6 +400,7 @@ struct Config {
   EndpointConfig endpoints;
   WorkerConfig workers;
   DirectConfig direct;
+  NotifyConfig notify;
   BootstrapConfig bootstrap;
   MetadataConfig metadata;
   TimeoutConfig timeouts;

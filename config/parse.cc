@@ -524,6 +524,18 @@ void readDirect(MapReader& m, Config* c) {
                    " x direct.qp_depth " + std::to_string(d->qp_depth));
 }
 
+void readNotify(MapReader& m, NotifyConfig* n) {
+  m.boolean("enabled", &n->enabled);
+  m.integer("max_message_bytes", &n->max_message_bytes, 1, 1 << 20);
+  m.integer("credits", &n->credits, 1, 1024);
+  m.integer("inbox_count", &n->inbox_count, 1, 1 << 24);
+  m.integer("inbox_bytes", &n->inbox_bytes, 1, uint64_t{1} << 36);
+  m.integer("timeout_ms", &n->timeout_ms, 1, kMaxLinkTimeoutMs);
+  if (m.parsing() && n->inbox_bytes < n->max_message_bytes)
+    m.fail("inbox_bytes", "must hold one message of notify.max_message_bytes (" +
+                              std::to_string(n->max_message_bytes) + ")");
+}
+
 void readBootstrap(MapReader& m, BootstrapConfig* b) {
   m.text("listen", &b->listen, kHostPort);
   m.text("advertise_host", &b->advertise_host, kAdvertiseHost);
@@ -574,6 +586,7 @@ void readConfig(MapReader& top, Config* c) {
   top.section("endpoints", [&](MapReader& m) { readEndpoints(m, &c->endpoints); });
   top.section("workers", [&](MapReader& m) { readWorkers(m, c); });
   top.section("direct", [&](MapReader& m) { readDirect(m, c); });
+  top.section("notify", [&](MapReader& m) { readNotify(m, &c->notify); });
   top.section("bootstrap", [&](MapReader& m) { readBootstrap(m, &c->bootstrap); });
   top.section("metadata", [&](MapReader& m) { readMetadata(m, &c->metadata); });
   top.section("timeouts", [&](MapReader& m) { readTimeouts(m, &c->timeouts); });

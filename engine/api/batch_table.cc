@@ -103,6 +103,7 @@ Result<BatchId> BatchTable::allocate(size_t capacity) {
   BatchSlot& s = *slotAt(*index);
   s.capacity = capacity;
   s.count.store(0, std::memory_order_relaxed);
+  s.notify_state.store(BatchSlot::kNoNotify, std::memory_order_relaxed);
   const uint32_t gen = s.generation.load(std::memory_order_relaxed) + 1;  // odd: live
   s.generation.store(gen, std::memory_order_release);
   live_.fetch_add(1, std::memory_order_relaxed);

@@ -17,6 +17,7 @@
 #include <cstdint>
 #include <memory>
 #include <mutex>
+#include <string>
 
 #include "model/rdma_task.h"
 #include "tent/status.h"
@@ -32,6 +33,14 @@ struct BatchSlot {
   std::unique_ptr<rdma::RdmaTask[]> tasks;
   std::atomic<size_t> count{0};        // tasks submitted so far
   std::atomic<uint32_t> free_next{0};  // free / retiring list link
+  // A notification bound to the batch (submitTransfer with one; engine_impl_notify.cc).
+  // notify_state is read without the lock on every status call (one relaxed load);
+  // the rest is guarded by notify_mu.
+  enum : uint8_t { kNoNotify = 0, kNotifyPending, kNotifySettled };
+  std::atomic<uint8_t> notify_state{kNoNotify};
+  std::mutex notify_mu;
+  SegmentId notify_target = 0;
+  std::string notify_message;
 
   // Some task still has slices in flight (they reference it).
   bool busy() const noexcept;

@@ -158,6 +158,25 @@ Result<BatchId> TransferEngineImpl::allocateBatch(size_t capacity) {
 }
 
 Status TransferEngineImpl::freeBatch(BatchId id) {
+  // A notification still bound to the batch: sent if the batch completed, dropped
+  // (counted) otherwise; its status is what freeBatch returns once the batch is freed.
+  Status notified = Status::OK();
+  if (BatchSlot* b = batches_.find(id);
+      b != nullptr &&
+      b->notify_state.load(std::memory_order_acquire) == BatchSlot::kNotifyPending) {
+    auto st = getBatchTransferStatus(id);
+    if (!st.ok()) notified = st.status();
+    std::lock_guard lock(b->notify_mu);
+    if (b->notify_state.load(std::memory_order_relaxed) == BatchSlot::kNotifyPending) {
+      b->notify_state.store(BatchSlot::kNotifySettled, std::memory_order_release);
+      b->notify_message.clear();
+      transport_->notifyCounters().dropped_batches.fetch_add(1, std::memory_order_relaxed);
+      if (notified.ok())
+        notified = Status::Canceled(
+            "the batch was freed before it completed: its notification "
+            "was not sent");
+    }
+  }
   // Slices still in flight: the batch retires until they drain, and the rail pollers
   // reap the direct WRs nobody will poll for any more.
   auto abandonAll = [](void* transport, BatchSlot& batch) {
@@ -165,7 +184,8 @@ Status TransferEngineImpl::freeBatch(BatchId id) {
     for (size_t i = 0; i < n; ++i)
       static_cast<rdma::RdmaTransport*>(transport)->abandon(batch.tasks[i]);
   };
-  return batches_.free(id, abandonAll, transport_.get());
+  Status freed = batches_.free(id, abandonAll, transport_.get());
+  return freed.ok() ? notified : freed;
 }
 
 rdma::RdmaTask* TransferEngineImpl::taskFor(BatchId id, size_t task_id) {

@@ -45,6 +45,11 @@ class TransferEngineImpl final : public TransferEngine {
   Result<BatchId> allocateBatch(size_t capacity) override;
   Status freeBatch(BatchId batch) override;
   Status submitTransfer(BatchId batch, std::span<const Request> requests) noexcept override;
+  Status submitTransfer(BatchId batch, std::span<const Request> requests,
+                        std::string_view notification) override;
+  Status sendNotification(SegmentId target, std::string_view message) override;
+  Result<std::vector<Notification>> getNotifications() override;
+  Result<std::vector<Notification>> waitNotifications(uint64_t timeout_ns) override;
   Result<TransferStatus> getTransferStatus(BatchId batch, size_t task_id) noexcept override;
   Result<TransferStatus> getBatchTransferStatus(BatchId batch) noexcept override;
   Status cancelTransfer(BatchId batch, size_t task_id) noexcept override;
@@ -67,6 +72,10 @@ class TransferEngineImpl final : public TransferEngine {
 
  private:
   TransferEngineImpl() = default;
+  // The batch's notification, once its tasks are terminal (engine_impl_notify.cc):
+  // sends it when `total` is COMPLETED, drops it when the batch failed. Returns what
+  // the status call returns.
+  Result<TransferStatus> settleNotification(BatchSlot& batch, TransferStatus total) noexcept;
   Result<void*> allocateDeviceMemory(size_t length, int gpu, const Location& location,
                                      MemoryAccess access);
 

@@ -40,7 +40,15 @@ Result<TransferStatus> TransferEngineImpl::getTransferStatus(BatchId id, size_t 
   if (task_id >= batch->count.load(std::memory_order_acquire))
     return Status::OutOfRange("task " + std::to_string(task_id) + " not in batch " +
                               std::to_string(id));
-  return transport_->getTransferStatus(batch->tasks[task_id]);
+  TransferStatus st = transport_->getTransferStatus(batch->tasks[task_id]);
+  // A notification waits for the whole batch: once this task is terminal, see whether
+  // the others are too (one relaxed load when the batch has none).
+  if (batch->notify_state.load(std::memory_order_relaxed) == BatchSlot::kNotifyPending &&
+      st.state != TransferState::PENDING && st.state != TransferState::INITIAL) {
+    auto all = getBatchTransferStatus(id);
+    if (!all.ok()) return all.status();
+  }
+  return st;
 }
 
 Result<TransferStatus> TransferEngineImpl::getBatchTransferStatus(BatchId id) noexcept {
@@ -61,6 +69,8 @@ Result<TransferStatus> TransferEngineImpl::getBatchTransferStatus(BatchId id) no
     }
   }
   if (pending) total.state = TransferState::PENDING;
+  if (!pending && batch->notify_state.load(std::memory_order_relaxed) == BatchSlot::kNotifyPending)
+    return settleNotification(*batch, total);
   return total;
 }
 

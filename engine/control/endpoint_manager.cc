@@ -12,6 +12,7 @@
 #include "model/rdma_context.h"
 #include "tent/log.h"
 #include "wire/bootstrap.h"
+#include "wire/bootstrap_notify.h"
 
 namespace tent::control {
 
@@ -97,6 +98,7 @@ void EndpointManager::connect(EndpointSlot& slot) {
   msg.local_device = ctx.name();
   msg.peer_device = peer->descriptor.devices[slot.peer_device].name;
   ep->fillBootstrap(&msg);
+  metadata::putNotifyExtension(&msg, ep->notifyOffer());
   setState(slot, SlotState::kConnecting);
   slot.connecting = ep;
   const Ticket t{rec.id, slot.context, slot.peer_device, ep};
@@ -175,6 +177,12 @@ void EndpointManager::onReply(const Ticket& t, Result<ClientSession::Reply> repl
   if (s.ok() && peer && remote->initiator_instance != peer->descriptor.instance)
     s = Status::Unavailable("peer restarted (new instance) while connecting");
   if (s.ok()) s = ep->connect(*remote);
+  if (s.ok()) {
+    // A peer without notifications leaves the link unsupported (NotSupported on a
+    // notification) and drops our notify QP; transfers are not affected.
+    auto offer = metadata::notifyExtensionOf(*remote);
+    s = offer.ok() ? ep->connectNotify(*offer, remote->port) : offer.status();
+  }
   countQps(ep);  // a peer without a direct QP makes us drop ours
   if (s.ok() && !ep->markReady()) s = Status::Canceled("endpoint reset while connecting");
   if (!s.ok()) {

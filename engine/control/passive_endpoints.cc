@@ -6,8 +6,8 @@
 #include "model/rdma_context.h"
 #include "net/address.h"
 #include "net/one_shot.h"
-#include "wire/segment_descriptor.h"
 #include "tent/log.h"
+#include "wire/bootstrap_notify.h"
 #include "wire/segment_descriptor.h"
 
 namespace tent::control {
@@ -154,8 +154,12 @@ Result<metadata::BootstrapMessage> PassiveEndpoints::accept(uint64_t session,
     p.instance = req.initiator_instance;
     p.ep = std::make_unique<rdma::RdmaEndPoint>(*plane_.deps().contexts[ctx], 0, 0, req.generation);
     const bool direct = req.direct_qp_num != 0 && plane_.deps().direct_enabled;
-    Status s = p.ep->createPassiveQps(static_cast<uint32_t>(req.data_qp_nums.size()), direct);
+    auto offer = metadata::notifyExtensionOf(req);
+    if (!offer.ok()) return offer.status().withContext("bootstrap from " + req.initiator_segment);
+    Status s = p.ep->createPassiveQps(static_cast<uint32_t>(req.data_qp_nums.size()), direct,
+                                      offer->capable() ? req.initiator_segment : "");
     if (s.ok()) s = p.ep->connect(req);
+    if (s.ok()) s = p.ep->connectNotify(*offer, req.port);
     if (!s.ok()) return s.withContext("passive endpoint for " + req.initiator_segment);
     p.ep->markReady();
     p.ep->remote = req;
@@ -179,6 +183,7 @@ Result<metadata::BootstrapMessage> PassiveEndpoints::accept(uint64_t session,
   answer.local_device = req.peer_device;
   answer.peer_device = req.local_device;
   ep->fillBootstrap(&answer);
+  metadata::putNotifyExtension(&answer, ep->notifyOffer());
   answer.generation = req.generation;
   answer.version = metadata::bootstrapVersionFor(req.version);  // a newer peer reads ours
   return answer;

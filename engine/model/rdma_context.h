@@ -13,11 +13,22 @@
 
 #include "config/config.h"
 #include "fabric/fabric.h"
+#include "notify/notify_link.h"
 #include "tent/status.h"
+
+namespace tent::notify {
+class Inbox;
+}
 
 namespace tent::rdma {
 
 struct RdmaTask;
+
+// What endpoints of a context need for their notify QPs (notify.enabled).
+struct NotifySetup {
+  notify::Limits limits;
+  notify::Inbox* inbox = nullptr;  // where passive links deliver
+};
 class RdmaEndPoint;
 
 class RdmaContext {
@@ -47,6 +58,9 @@ class RdmaContext {
   }
   fabric::CompletionQueue* directCq() const noexcept { return direct_cq_.get(); }
   fabric::CompletionQueue* passiveCq() const noexcept { return passive_cq_.get(); }
+  // Notifications: nullptr when notify.enabled is false (no notify QPs at all).
+  const NotifySetup* notify() const noexcept { return notify_.inbox ? &notify_ : nullptr; }
+  void setNotify(const NotifySetup& setup) { notify_ = setup; }
   uint32_t postingPollers() const noexcept { return static_cast<uint32_t>(data_cqs_.size()); }
 
   // Direct lane: at most `lane_depth` latency-sensitive tasks at a time per context
@@ -86,6 +100,7 @@ class RdmaContext {
   std::vector<std::unique_ptr<fabric::CompletionQueue>> data_cqs_;
   std::unique_ptr<fabric::CompletionQueue> direct_cq_;
   std::unique_ptr<fabric::CompletionQueue> passive_cq_;
+  NotifySetup notify_;
   uint32_t lane_depth_ = 1;
   alignas(64) std::atomic<const RdmaTask*> direct_lane_owner_[kMaxLaneDepth] = {};
   std::atomic<uint64_t> lane_post_ns_[kMaxLaneDepth] = {};

@@ -43,6 +43,11 @@ Status RdmaEndPoint::createActiveQps(const EndpointQpShape& shape) {
     data_raw_.push_back(qp->get());
     data_qps_.push_back(std::move(qp).value());
   }
+  if (const NotifySetup* n = context_.notify()) {
+    auto link = notify::NotifyLink::create(context_.device(), n->limits, notify::Role::kActive);
+    if (!link.ok()) return link.status().withContext("notify link");
+    notify_ = std::move(link).value();
+  }
   auto rail = makeQp(context_.device(), context_.dataCq(shape.rail_poller), shape.qp_depth);
   if (!rail.ok()) return rail.status().withContext("rail QP");
   rail_raw_ = rail->get();
@@ -55,7 +60,14 @@ Status RdmaEndPoint::createActiveQps(const EndpointQpShape& shape) {
   return Status::OK();
 }
 
-Status RdmaEndPoint::createPassiveQps(uint32_t data_qps, bool direct) {
+Status RdmaEndPoint::createPassiveQps(uint32_t data_qps, bool direct,
+                                      const std::string& notify_from) {
+  if (const NotifySetup* n = context_.notify(); n != nullptr && !notify_from.empty()) {
+    auto link = notify::NotifyLink::create(context_.device(), n->limits, notify::Role::kPassive,
+                                           notify_from);
+    if (!link.ok()) return link.status().withContext("passive notify link");
+    notify_ = std::move(link).value();
+  }
   for (uint32_t i = 0; i < data_qps; ++i) {
     auto qp = makeQp(context_.device(), context_.passiveCq(), 1);
     if (!qp.ok()) return qp.status().withContext("passive data QP");
@@ -97,6 +109,19 @@ Status RdmaEndPoint::connect(const metadata::BootstrapMessage& peer) {
   return Status::OK();
 }
 
+metadata::NotifyExtension RdmaEndPoint::notifyOffer() const {
+  return notify_ ? notify_->offer() : metadata::NotifyExtension{};
+}
+
+Status RdmaEndPoint::connectNotify(const metadata::NotifyExtension& remote,
+                                   const fabric::PortIdentity& port) {
+  if (!notify_) return Status::OK();
+  TENT_RETURN_IF_ERROR(notify_->connect(remote, port));
+  if (notify_->role() == notify::Role::kPassive && notify_->supported())
+    notify_->attachTo(*context_.notify()->inbox);
+  return Status::OK();
+}
+
 bool RdmaEndPoint::markReady() noexcept {
   EndpointState expected = EndpointState::kHandshaking;
   return state_.compare_exchange_strong(expected, EndpointState::kReady, std::memory_order_acq_rel);
@@ -115,6 +140,7 @@ void RdmaEndPoint::quiesce() {
   beginReset();
   for (auto& qp : data_qps_) (void)qp->modifyToError();
   if (direct_qp_) (void)direct_qp_->modifyToError();
+  if (notify_) notify_->quiesce();
 }
 
 bool RdmaEndPoint::drained() const noexcept {
@@ -124,7 +150,8 @@ bool RdmaEndPoint::drained() const noexcept {
 }
 
 uint32_t RdmaEndPoint::qpCount() const noexcept {
-  return static_cast<uint32_t>(data_qps_.size()) + (direct_qp_ ? 1u : 0u);
+  return static_cast<uint32_t>(data_qps_.size()) + (direct_qp_ ? 1u : 0u) +
+         (notify_ ? notify_->qpCount() : 0u);
 }
 
 bool RdmaEndPoint::tryTakeDirectQuota() noexcept {

@@ -25,10 +25,11 @@
 #include <vector>
 
 #include "fabric/fabric.h"
-#include "wire/bootstrap.h"
+#include "notify/notify_link.h"
 #include "tent/status.h"
 #include "tent/transfer_engine.h"
 #include "wire/bootstrap.h"
+#include "wire/bootstrap_notify.h"
 
 namespace tent::rdma {
 
@@ -55,7 +56,17 @@ class RdmaEndPoint {
   // ---- control path ----
   Status createActiveQps(const EndpointQpShape& shape);
   // Passive side: `data_qps` QPs (and a direct QP when asked), depth 1, on the passive CQ.
-  Status createPassiveQps(uint32_t data_qps, bool direct);
+  // With `notify_from` non-empty (the peer offered notifications and the context has
+  // them on) also a passive notify link whose messages name that sender segment.
+  Status createPassiveQps(uint32_t data_qps, bool direct, const std::string& notify_from = "");
+  // Our notify offer for the bootstrap (not capable without a notify link).
+  metadata::NotifyExtension notifyOffer() const;
+  // Wires the notify link to the peer's offer (a peer without one: unsupported) and,
+  // on the passive side, attaches it to the context's inbox. Call after connect().
+  Status connectNotify(const metadata::NotifyExtension& remote, const fabric::PortIdentity& port);
+  // The active side's notify link (nullptr without one); shared so a sender may keep
+  // using it outside an EBR read section while the endpoint retires.
+  std::shared_ptr<notify::NotifyLink> notifyLink() const noexcept { return notify_; }
   // Our half of the bootstrap: QP numbers (data QPs, then the rail QP) and
   // direct_qp_num (0 without a direct QP).
   void fillBootstrap(metadata::BootstrapMessage* msg) const;
@@ -143,6 +154,7 @@ class RdmaEndPoint {
   std::unique_ptr<fabric::QueuePair> direct_qp_;
   uint32_t direct_max_depth_ = 0;
   bool direct_wired_ = false;
+  std::shared_ptr<notify::NotifyLink> notify_;
   alignas(64) std::atomic<uint32_t> direct_wr_depth_{0};
   std::atomic<bool> direct_poster_{false};
   std::atomic<bool> visited_{true};

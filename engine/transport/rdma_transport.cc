@@ -164,6 +164,11 @@ Status RdmaTransport::initContexts() {
     plan.lane_depth = config_->direct.qp_depth;
     TENT_RETURN_IF_ERROR(contexts_[c]->init(plan));
   }
+  const config::NotifyConfig& n = config_->notify;
+  inbox_ = std::make_unique<notify::Inbox>(n.inbox_count, n.inbox_bytes, notify_counters_);
+  if (n.enabled) {
+    for (auto& c : contexts_) c->setNotify({{n.max_message_bytes, n.credits}, inbox_.get()});
+  }
   for (auto& p : pollers_)
     TENT_RETURN_IF_ERROR(
         p->init(config_->workers.ring_size, static_cast<uint32_t>(contexts_.size())));
@@ -276,6 +281,16 @@ void RdmaTransport::fillStats(EngineStats* out) const {
   for (size_t i = 0; i < kIntentCount; ++i) out->bytes_per_intent[i] = done.bytesOfIntent(i);
   out->deadlines.expired_at_submit = done.deadlinesExpiredAtSubmit();
   out->deadlines.missed = done.deadlinesMissed();
+  const notify::Counters& n = notify_counters_;
+  out->notify.sent = n.sent.load(std::memory_order_relaxed);
+  out->notify.sent_bytes = n.sent_bytes.load(std::memory_order_relaxed);
+  out->notify.received = n.received.load(std::memory_order_relaxed);
+  out->notify.received_bytes = n.received_bytes.load(std::memory_order_relaxed);
+  out->notify.refused = n.refused.load(std::memory_order_relaxed);
+  out->notify.unsupported = n.unsupported.load(std::memory_order_relaxed);
+  out->notify.failed = n.failed.load(std::memory_order_relaxed);
+  out->notify.dropped_batches = n.dropped_batches.load(std::memory_order_relaxed);
+  out->notify.held = inbox_->held();
   control_->fillStats(out);
 }
 

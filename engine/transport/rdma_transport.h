@@ -23,18 +23,13 @@
 #include "datapath/direct_path.h"
 #include "datapath/slice_poller.h"
 #include "fabric/fabric.h"
-#include "model/control_requests.h"
-#include "model/local_memory.h"
-#include "model/rdma_context.h"
-#include "model/rdma_task.h"
-#include "model/segment_table.h"
-#include "datapath/slice_poller.h"
 #include "lcore/runtime.h"
 #include "model/control_requests.h"
 #include "model/local_memory.h"
 #include "model/rdma_context.h"
 #include "model/rdma_task.h"
 #include "model/segment_table.h"
+#include "notify/notify_inbox.h"
 #include "tent/transfer_engine.h"
 #include "topology/rail_map.h"
 
@@ -67,6 +62,16 @@ class RdmaTransport {
   // in flight): its direct lanes are reaped by the rail pollers.
   void abandon(RdmaTask& task) noexcept;
   void fillStats(EngineStats* out) const;
+
+  // ---- notifications (rdma_transport_notify.cc; control path) ----
+  // One message to `target` over the notify QP of its endpoint (context 0, peer device
+  // 0: one QP per sender keeps arrival order), waiting for the endpoint to connect
+  // and the peer's NIC to acknowledge, at most notify.timeout_ms.
+  Status sendNotification(SegmentId target, std::string_view message);
+  // What arrived (waiting up to `timeout_ns` for something; 0 = one look).
+  Result<std::vector<Notification>> takeNotifications(uint64_t timeout_ns);
+  notify::Counters& notifyCounters() noexcept { return notify_counters_; }
+  const notify::Inbox& inbox() const noexcept { return *inbox_; }
 
   // ---- datapath (caller threads) ----
   // Validates every request first (nothing is submitted when one is invalid), then
@@ -129,6 +134,8 @@ class RdmaTransport {
   std::unique_ptr<DatapathContext> datapath_;
   std::unique_ptr<DirectPath> direct_;
   std::unique_ptr<LocalMemory> local_;
+  notify::Counters notify_counters_;
+  std::unique_ptr<notify::Inbox> inbox_;  // outlives the control plane's endpoints
   std::unique_ptr<control::ControlPlane> control_;
   std::atomic<uint64_t> worker_tasks_{0};
 };

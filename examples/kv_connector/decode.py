@@ -1,10 +1,13 @@
 """The decode process: owns the KV pool (a registered numpy array prefill writes
 into) and, while prefill writes, pulls the first layers of the next request from
 prefill with FOREGROUND_GET (the direct path) -- or untagged, for comparison.
-Verifies every pulled layer and, after each phase, every block of the pool.
+Learns that a request's KV blocks landed from prefill's notification (push) and
+verifies them right then; each pull carries a notification back, on which prefill
+frees the pulled layer (pull). No other channel says that a transfer completed.
 
 Driven by run.py over stdin/stdout (one JSON object a line)."""
 
+import json
 import sys
 import threading
 
@@ -25,13 +28,28 @@ def pull_until_stopped(engine, prefill, shape, kv, intent, stop):
         r, layer = (i // shape["fg_layers"]) % shape["requests"], i % shape["fg_layers"]
         remote = prefill["kv"] + (r * shape["layers"] + layer) * layer_bytes
         fg[:] = 0
+        note = json.dumps({"request": r, "layer": layer})
         with timer:
             engine.transfer_sync(prefill["segment"], tent.OpCode.READ, [fg.ctypes.data], [remote],
-                                 [fg.nbytes], intent=intent)
+                                 [fg.nbytes], intent=intent, notify=note)
         bad += not np.array_equal(fg, kv[r, layer].reshape(-1)[: fg.nbytes])
         i += 1
     engine.unregister_memory(fg)
     return timer.us, bad
+
+
+def receive_requests(engine, pool, kv, slot_of, shape, done):
+    """Push: waits for prefill's notification of each request and checks that
+    request's blocks on receipt. Sets `done` once every request arrived."""
+    arrived, bad = set(), 0
+    while len(arrived) < shape["requests"]:
+        for _, msg in engine.wait_notifications(30):
+            r = json.loads(msg)["request"]
+            got = pool[:, slot_of[r]]  # [layers, blocks, bytes]
+            bad += int(np.count_nonzero((got != kv[r]).any(axis=-1)))
+            arrived.add(r)
+    done.set()
+    return bad
 
 
 def pool_mismatches(pool, kv, slot_of):
@@ -52,11 +70,14 @@ def main():
         prefill = common.hear()
         while (cmd := common.hear()) is not None:  # {"intent": ...}: one phase
             pool[:] = 0
-            stop, before = threading.Event(), engine.stats()
-            threading.Thread(target=lambda: (common.hear(), stop.set())).start()
+            stop, before, on_receipt = threading.Event(), engine.stats(), []
+            receiver = threading.Thread(target=lambda: on_receipt.append(
+                receive_requests(engine, pool, kv, slot_of, shape, stop)))
+            receiver.start()
             common.say({"pulling": True})
             us, bad = pull_until_stopped(engine, prefill, shape, kv, cmd["intent"], stop)
-            common.say({"latency_us": us, "bad_pulls": bad,
+            receiver.join()
+            common.say({"latency_us": us, "bad_pulls": bad, "bad_on_receipt": on_receipt[0],
                         "bad_blocks": pool_mismatches(pool, kv, slot_of),
                         "path": common.stats_delta(engine.stats(), before)})
     return 0

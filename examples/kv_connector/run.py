@@ -55,12 +55,17 @@ def row(name, result, nbytes):
 
 
 def phase(prefill, decode, intent):
+    """One phase. Decode stops pulling once prefill's notifications said every request
+    landed; prefill counts the pulls decode's notifications freed. run.py only starts
+    the phase and collects the figures: it carries no completion."""
     send(decode, {"intent": intent})
     receive(decode)  # pulling
     send(prefill, {"go": True})
     written = receive(prefill)
-    send(decode, {"stop": True})
-    return written, receive(decode)
+    pulled = receive(decode)
+    send(prefill, {"report": True})
+    written.update(receive(prefill))
+    return written, pulled
 
 
 def main():
@@ -95,11 +100,14 @@ def main():
     for intent, (written, pulled) in results:
         print(row(f"kv_write ({intent} phase)", written, layer_bytes))
         print(row(f"first_layers_get {intent}", pulled, shape["fg_bytes"]))
+        pulls = len(pulled["latency_us"])
         ok &= pulled["bad_pulls"] == 0 and pulled["bad_blocks"] == 0
-        print(f"  verified: {len(pulled['latency_us']) - pulled['bad_pulls']}/"
-              f"{len(pulled['latency_us'])} pulls, "
+        ok &= pulled["bad_on_receipt"] == 0 and written["freed"] == pulls
+        print(f"  verified: {pulls - pulled['bad_pulls']}/{pulls} pulls, "
               f"{a.requests * a.layers * a.blocks - pulled['bad_blocks']}/"
-              f"{a.requests * a.layers * a.blocks} KV blocks in decode's pool")
+              f"{a.requests * a.layers * a.blocks} KV blocks in decode's pool "
+              f"({pulled['bad_on_receipt']} wrong on receipt of their notification), "
+              f"{written['freed']}/{pulls} pulled layers freed on decode's notification")
     return 0 if ok else 1
 
 

@@ -206,6 +206,10 @@ const std::vector<FlagSpec>& flagSpecs() {
       {"check_consistency", true, "false",
        "WRITE a fresh pattern, READ it back, verify every byte (implies mix)",
        boolFlag("check_consistency", &O::check_consistency)},
+      {"notifi", true, "false",
+       "notifications: the target reports completion -> receipt latency (p50/p99/p999) and "
+       "rate; the initiator sends one after each batch (start sizes, one thread)",
+       boolFlag("notifi", &O::notifi)},
       {"start_block_size", false, "4096", "first block size of the sweep",
        sizeFlag("start_block_size", &O::start_block_size, kMaxBlockBytes)},
       {"max_block_size", false, "64M", "last block size (doubling)",

@@ -33,6 +33,7 @@ struct BenchOptions {
   // Sweep (initiator).
   OpType op_type = OpType::kRead;
   bool check_consistency = false;  // WRITE a pattern, READ it back, verify every byte
+  bool notifi = false;             // notification latency and rate (bench_notifi.cc), both roles
   uint64_t start_block_size = 4096;
   uint64_t max_block_size = uint64_t{64} << 20;  // Mooncake's default
   uint32_t start_batch_size = 1;

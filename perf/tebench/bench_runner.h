@@ -27,4 +27,9 @@ SweepCase runSweepCase(const BenchOptions& options, BenchEngine& bench, const Re
 // Workload classes run together; class table, JSONL record, latency dump.
 int runQos(const BenchOptions& options, BenchEngine& bench, const RemoteBuffer& remote);
 
+// --notifi (bench_notifi.cc): the target takes notifications and reports completion ->
+// receipt latency and rate; the initiator sends one after each completed batch.
+int runNotifiTarget(const BenchOptions& options, BenchEngine& bench);
+int runNotifiInitiator(const BenchOptions& options, BenchEngine& bench, const RemoteBuffer& remote);
+
 }  // namespace tent::bench

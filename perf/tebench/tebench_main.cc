@@ -48,6 +48,7 @@ int runInitiator(const BenchOptions& o, BenchEngine& bench) {
     std::fprintf(stderr, "tebench: %s\n", remote.status().toString().c_str());
     return 1;
   }
+  if (o.notifi) return runNotifiInitiator(o, bench, *remote);
   return o.isQos() ? runQos(o, bench, *remote) : runSweep(o, bench, *remote);
 }
 
@@ -120,7 +121,9 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "tebench: %s\n", bench.status().toString().c_str());
     return 1;
   }
-  int rc = options.isTarget() ? runTarget(options, **bench) : runInitiator(options, **bench);
+  int rc = options.isTarget()
+               ? (options.notifi ? runNotifiTarget(options, **bench) : runTarget(options, **bench))
+               : runInitiator(options, **bench);
   std::fflush(stdout);
   return rc;
 }

@@ -199,6 +199,14 @@ std::string toStr(py::handle h, const char* what) {
   return h.cast<std::string>();
 }
 
+std::string toMessage(py::handle h, const char* what) {
+  if (PyUnicode_Check(h.ptr())) return h.cast<std::string>();
+  if (PyBytes_Check(h.ptr())) return std::string(h.cast<py::bytes>());
+  if (PyObject_CheckBuffer(h.ptr()))
+    return std::string(py::bytes(py::reinterpret_borrow<py::object>(h)));
+  raiseInvalid(std::string(what) + ": expected a str or bytes, got " + typeName(h));
+}
+
 OpCode toOpCode(py::handle h) {
   if (py::isinstance<OpCode>(h)) return h.cast<OpCode>();
   if (PyUnicode_Check(h.ptr())) {

@@ -44,6 +44,8 @@ bool isInteger(py::handle h);  // int or numpy integer, not bool
 uint64_t toU64(py::handle h, const char* what);
 double toSeconds(py::handle h, const char* what);
 std::string toStr(py::handle h, const char* what);
+// A notification's message: str (UTF-8) or bytes-like.
+std::string toMessage(py::handle h, const char* what);
 OpCode toOpCode(py::handle h);
 IntentType toIntent(py::handle h);
 MemoryAccess toAccess(py::handle h);

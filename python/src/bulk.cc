@@ -2,6 +2,7 @@
 // arrays, borrowed without a copy, or lists), one Request built per row in C++
 // with the GIL released. Per-descriptor Python objects were the cost NIXL-style
 // users complained about; here there are none.
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -47,12 +48,14 @@ std::vector<Request> buildRequests(const Columns& c, OpCode op, SegmentId target
 }
 
 // A batch that holds the rows, submitted; on a failed submit the batch is freed.
+// With `notify`, the batch carries it (sent once every row completed).
 Result<BatchId> submitRows(TransferEngine& e, const Columns& c, OpCode op, SegmentId target,
-                           IntentType intent, uint64_t deadline_ns) {
+                           IntentType intent, uint64_t deadline_ns,
+                           const std::optional<std::string>& notify) {
   const std::vector<Request> reqs = buildRequests(c, op, target, intent, deadline_ns);
   Result<BatchId> batch = e.allocateBatch(reqs.size());
   if (!batch.ok()) return batch;
-  Status s = e.submitTransfer(*batch, reqs);
+  Status s = notify ? e.submitTransfer(*batch, reqs, *notify) : e.submitTransfer(*batch, reqs);
   if (s.ok()) return batch;
   (void)e.freeBatch(*batch);
   return s;
@@ -92,10 +95,10 @@ SegmentId Engine::resolveTarget(py::handle target) {
 
 uint64_t Engine::transferSync(py::handle target, py::handle opcode, py::handle local_addrs,
                               py::handle remote_addrs, py::handle lengths, py::handle intent,
-                              py::handle deadline_us, py::handle timeout_s) {
+                              py::handle deadline_us, py::handle timeout_s, py::handle notify) {
   const uint64_t wait_deadline = deadlineAfter(toSeconds(timeout_s, "timeout_s"));
   const auto [batch, rows] =
-      submitBulk(target, opcode, local_addrs, remote_addrs, lengths, intent, deadline_us);
+      submitBulk(target, opcode, local_addrs, remote_addrs, lengths, intent, deadline_us, notify);
   auto u = use();
   const WaitOutcome w = waitTasks(*u, batch, 0, rows, wait_deadline, closed_);
   {
@@ -113,21 +116,24 @@ uint64_t Engine::transferSync(py::handle target, py::handle opcode, py::handle l
 
 BatchId Engine::transferAsync(py::handle target, py::handle opcode, py::handle local_addrs,
                               py::handle remote_addrs, py::handle lengths, py::handle intent,
-                              py::handle deadline_us) {
-  return submitBulk(target, opcode, local_addrs, remote_addrs, lengths, intent, deadline_us).first;
+                              py::handle deadline_us, py::handle notify) {
+  return submitBulk(target, opcode, local_addrs, remote_addrs, lengths, intent, deadline_us, notify)
+      .first;
 }
 
 std::pair<BatchId, size_t> Engine::submitBulk(py::handle target, py::handle opcode,
                                               py::handle local_addrs, py::handle remote_addrs,
                                               py::handle lengths, py::handle intent,
-                                              py::handle deadline_us) {
+                                              py::handle deadline_us, py::handle notify) {
   const uint64_t deadline_ns = deadlineFromNowUs(deadline_us);  // relative to the call
+  std::optional<std::string> message;
+  if (!notify.is_none()) message = toMessage(notify, "notify");
   const OpCode op = toOpCode(opcode);
   const IntentType in = toIntent(intent);
   const Columns c = toColumns(local_addrs, remote_addrs, lengths);
   const SegmentId seg = resolveTarget(target);
   const BatchId batch =
-      call([&](TransferEngine& e) { return submitRows(e, c, op, seg, in, deadline_ns); });
+      call([&](TransferEngine& e) { return submitRows(e, c, op, seg, in, deadline_ns, message); });
   return {batch, c.rows};
 }
 

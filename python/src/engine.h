@@ -59,10 +59,15 @@ class Engine {
   // bulk.cc: numpy columns in, no Python object per descriptor.
   uint64_t transferSync(py::handle target, py::handle opcode, py::handle local_addrs,
                         py::handle remote_addrs, py::handle lengths, py::handle intent,
-                        py::handle deadline_us, py::handle timeout_s);
+                        py::handle deadline_us, py::handle timeout_s, py::handle notify);
   BatchId transferAsync(py::handle target, py::handle opcode, py::handle local_addrs,
                         py::handle remote_addrs, py::handle lengths, py::handle intent,
-                        py::handle deadline_us);
+                        py::handle deadline_us, py::handle notify);
+
+  // notify.cc: notifications (docs/python.md, "Notifications").
+  void sendNotification(py::handle target, py::handle message);
+  py::list getNotifications();
+  py::list waitNotifications(py::handle timeout_s);
 
   py::dict stats();
 
@@ -103,7 +108,7 @@ class Engine {
   std::pair<BatchId, size_t> submitBulk(py::handle target, py::handle opcode,
                                         py::handle local_addrs, py::handle remote_addrs,
                                         py::handle lengths, py::handle intent,
-                                        py::handle deadline_us);
+                                        py::handle deadline_us, py::handle notify);
   py::tuple waitResult(const WaitOutcome& w);
 
   std::unique_ptr<TransferEngine> engine_;

@@ -139,15 +139,25 @@ void bindTransfers(py::class_<Engine>& c) {
       .def("transfer_sync", &Engine::transferSync, py::arg("target"), py::arg("opcode"),
            py::arg("local_addrs"), py::arg("remote_addrs"), py::arg("lengths"),
            py::arg("intent") = IntentType::UNSPEC, py::arg("deadline_us") = 0,
-           py::arg("timeout_s") = 30.0,
+           py::arg("timeout_s") = 30.0, py::arg("notify") = py::none(),
            "Moves every row and waits; returns the bytes moved, raises tent.Error when a task "
            "did not complete. Columns: numpy uint64 arrays (borrowed) or lists; lengths may be "
-           "one int. target: a segment id or name. deadline_us: relative to the call, 0 = none.")
+           "one int. target: a segment id or name. deadline_us: relative to the call, 0 = none. "
+           "notify: a message (str or bytes) the target receives once every row landed.")
       .def("transfer_async", &Engine::transferAsync, py::arg("target"), py::arg("opcode"),
            py::arg("local_addrs"), py::arg("remote_addrs"), py::arg("lengths"),
            py::arg("intent") = IntentType::UNSPEC, py::arg("deadline_us") = 0,
+           py::arg("notify") = py::none(),
            "As transfer_sync without the wait: returns the batch (task i = row i); wait with "
-           "wait_batch(), then free_batch().")
+           "wait_batch(), then free_batch(). notify: sent when the wait sees every row done.")
+      .def("send_notification", &Engine::sendNotification, py::arg("target"), py::arg("message"),
+           "Sends a notification (str or bytes) to a segment (id or name); tent.Error "
+           "ResourceExhausted when its receive side is full, NotSupported for an older peer.")
+      .def("get_notifications", &Engine::getNotifications,
+           "The notifications received since the last call: [(sender segment name, bytes)].")
+      .def("wait_notifications", &Engine::waitNotifications, py::arg("timeout_s") = 30.0,
+           "get_notifications, waiting (GIL released) up to timeout_s for at least one; [] "
+           "when none came.")
       .def("stats", &Engine::stats, "Every field of tent::EngineStats, as a dict.");
 }
 

@@ -37,6 +37,7 @@ py::object toPy(const DirectPathStats& s);
 py::object toPy(const DeadlineStats& s);
 py::object toPy(const ResourceStats& s);
 py::object toPy(const ControlStats& s);
+py::object toPy(const NotifyStats& s);
 
 // Builds one dict: Fields()("name", value)("other", value)...
 class Fields {
@@ -127,6 +128,14 @@ py::object toPy(const FleetStats& s) {
       .dict();
 }
 
+py::object toPy(const NotifyStats& s) {
+  return Fields()("sent", s.sent)("sent_bytes", s.sent_bytes)("received", s.received)(
+             "received_bytes", s.received_bytes)("refused", s.refused)(
+             "unsupported", s.unsupported)("failed", s.failed)("dropped_batches",
+                                                               s.dropped_batches)("held", s.held)
+      .dict();
+}
+
 // Counts an aggregate's direct members: the most initialisers T{...} accepts.
 // Converting to T& (not T) keeps std::string members from being ambiguous.
 struct AnyField {
@@ -148,7 +157,7 @@ py::dict statsToDict(const EngineStats& s) {
   return Fields()("provider", s.provider)("provider_choice", s.provider_choice)(
              "link_model", s.link_model)("paths", s.paths)("devices", s.devices)(
              "lcores", s.lcores)("worker", s.worker)("direct", s.direct)("deadlines", s.deadlines)(
-             "resources", s.resources)("control", s.control)("fleet", s.fleet)(
+             "resources", s.resources)("control", s.control)("fleet", s.fleet)("notify", s.notify)(
              "bytes_transferred", s.bytes_transferred)("bytes_per_device", s.bytes_per_device)(
              "bytes_per_intent", s.bytes_per_intent)("tsc_hz", s.tsc_hz)
       .dict();
@@ -164,6 +173,7 @@ py::dict statsFieldCounts() {
   d["resources"] = fieldCount<ResourceStats>();
   d["control"] = fieldCount<ControlStats>();
   d["fleet"] = fieldCount<FleetStats>();
+  d["notify"] = fieldCount<NotifyStats>();
   return d;
 }
 

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 #include <string>
+#include <thread>
 
 namespace tent::python {
 
@@ -59,6 +60,16 @@ WaitOutcome waitTasks(TransferEngine& engine, BatchId batch, size_t first, size_
     if (!st.ok()) {
       const StatusCode code = st.status().code();
       if (code == StatusCode::kTimeout) continue;  // a slice ended: signals, deadline
+      if (code == StatusCode::kResourceExhausted) {
+        // The batch completed; its notification waits for room at the target
+        // (back-pressure): ask again until the deadline, then say so.
+        if (steadyNowNs() + 1'000'000 >= deadline_ns) {
+          out.error = st.status();
+          break;
+        }
+        std::this_thread::sleep_for(std::chrono::milliseconds(1));
+        continue;
+      }
       if (code == StatusCode::kOutOfRange && count == kAllTasks) break;  // past the last task
       out.error = st.status();
       break;

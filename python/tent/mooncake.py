@@ -48,6 +48,43 @@ class TransferOpcode:
 Read = TransferOpcode.Read
 Write = TransferOpcode.Write
 
+# A Mooncake notification travels as one tent notification: this marker, the name, a
+# NUL, the message. get_notifies() takes it apart; a notification from tent's native
+# API (no marker) comes back with the sender's segment name as its name.
+_NOTIFY_MARK = b"\x00tent.mooncake\x00"
+
+
+class TransferNotify:
+    """Mooncake's ``TransferNotify(name, msg)``: ``notify=`` of ``transfer_sync`` and
+    ``batch_transfer_sync``, and what ``get_notifies()`` returns. The target receives it
+    only after every byte of the transfer landed, and none when the transfer failed."""
+
+    __slots__ = ("name", "msg")
+
+    def __init__(self, name="", msg=""):
+        self.name = name
+        self.msg = msg
+
+    def __eq__(self, other):
+        return isinstance(other, TransferNotify) and (self.name, self.msg) == (other.name, other.msg)
+
+    def __repr__(self):
+        return f"TransferNotify(name={self.name!r}, msg={self.msg!r})"
+
+    def _encode(self):
+        name = self.name.encode() if isinstance(self.name, str) else bytes(self.name)
+        msg = self.msg.encode() if isinstance(self.msg, str) else bytes(self.msg)
+        if b"\x00" in name:
+            raise tent.Error("InvalidArgument", "TransferNotify.name must not contain NUL")
+        return _NOTIFY_MARK + name + b"\x00" + msg
+
+    @classmethod
+    def _decode(cls, sender, data):
+        if data.startswith(_NOTIFY_MARK):
+            name, _, msg = data[len(_NOTIFY_MARK):].partition(b"\x00")
+            return cls(name.decode(errors="surrogateescape"), msg.decode(errors="surrogateescape"))
+        return cls(sender, data.decode(errors="surrogateescape"))
+
 _log = logging.getLogger("tent.mooncake")
 _FAILURES = (tent.Error, TypeError, ValueError, OverflowError, KeyError, IndexError)
 
@@ -410,9 +447,8 @@ class TransferEngine:
     @_returns(-1)
     def transfer_sync(self, target_hostname, buffer, peer_buffer_address, length, opcode,
                       notify=None, transport_hint="", *, intent=None, deadline_us=0):
-        self._no_notify(notify)
         return self._sync(target_hostname, opcode, [buffer], [peer_buffer_address], [length],
-                          intent, deadline_us)
+                          intent, deadline_us, notify)
 
     @_returns(-1)
     def batch_transfer_sync_write(self, target_hostname, buffers, peer_buffer_addresses,
@@ -430,9 +466,8 @@ class TransferEngine:
     def batch_transfer_sync(self, target_hostname, buffers, peer_buffer_addresses, lengths,
                             opcode, notify=None, transport_hint="", *, intent=None,
                             deadline_us=0):
-        self._no_notify(notify)
         return self._sync(target_hostname, opcode, buffers, peer_buffer_addresses, lengths,
-                          intent, deadline_us)
+                          intent, deadline_us, notify)
 
     @_returns(0)
     def batch_transfer_async_write(self, target_hostname, buffers, peer_buffer_addresses,
@@ -525,11 +560,28 @@ class TransferEngine:
         total = int(lengths.sum()) if hasattr(lengths, "sum") else sum(lengths)
         return self._timeout_s + total / 2**30
 
-    def _sync(self, target, opcode, local, remote, lengths, intent, deadline_us):
+    def _sync(self, target, opcode, local, remote, lengths, intent, deadline_us, notify=None):
+        message = None
+        if notify is not None:
+            if not isinstance(notify, TransferNotify):
+                raise tent.Error("InvalidArgument",
+                                 f"notify: expected a TransferNotify, got {type(notify).__name__}")
+            message = notify._encode()
         self._native().transfer_sync(target, opcode, local, remote, lengths, intent=intent,
                                      deadline_us=deadline_us,
-                                     timeout_s=self._timeout_for(lengths))
+                                     timeout_s=self._timeout_for(lengths), notify=message)
         return 0
+
+    def get_notifies(self):
+        """Mooncake's ``get_notifies()``: the notifications received since the last call, as
+        ``TransferNotify`` objects, in arrival order per sender ([] on failure)."""
+        try:
+            got = self._native().get_notifications()
+        except _FAILURES as e:
+            self.last_error = f"get_notifies: {e}"
+            _log.error("%s", self.last_error)
+            return []
+        return [TransferNotify._decode(sender, data) for sender, data in got]
 
     def _async(self, target, opcode, local, remote, lengths, intent, deadline_us):
         batch = self._native().transfer_async(target, opcode, local, remote, lengths,
@@ -556,11 +608,6 @@ class TransferEngine:
                 return
         raise tent.Error("InvalidArgument",
                          f"[{addr:#x}, +{length}) is not inside memory registered with this engine")
-
-    @staticmethod
-    def _no_notify(notify):
-        if notify is not None:
-            raise tent.Error("NotSupported", "notify: transfer notifications are not implemented")
 
 
 # ---- running unmodified `import mooncake.engine` code (opt-in) --------------------

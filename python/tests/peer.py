@@ -9,6 +9,10 @@ and then answers commands on stdin until it closes:
     sum NAME OFFSET LENGTH   -> sha256 hex of those bytes, as this process sees them
     fill NAME SEED           -> refills the buffer with the pattern of SEED; "ok"
     metadata                 -> local_metadata() in hex (the blob tests' side channel)
+    note NAME OFFSET LENGTH  -> waits (30 s) for one notification, then the JSON
+                                {"name", "msg" (hex), "sum"}: "sum" is the sha256 of
+                                those bytes right on receipt ({} when none came)
+    send SEGMENT MESSAGE     -> send_notification(SEGMENT, MESSAGE): "ok" or the error code
 """
 
 import ctypes
@@ -46,10 +50,26 @@ def main():
                 print(engine.local_metadata().hex(), flush=True)
                 continue
             cmd, name, *args = line.split()
+            if cmd == "send":
+                try:
+                    engine.send_notification(name, args[0])
+                    print("ok", flush=True)
+                except tent.Error as e:
+                    print(e.code, flush=True)
+                continue
             view = views[name]
             if cmd == "sum":
                 off, length = int(args[0]), int(args[1])
                 print(hashlib.sha256(view[off:off + length]).hexdigest(), flush=True)
+            elif cmd == "note":
+                off, length = int(args[0]), int(args[1])
+                got = engine.wait_notifications(30)
+                out = {}
+                if got:
+                    sender, msg = got[0]
+                    out = {"name": sender, "msg": msg.hex(), "count": len(got),
+                           "sum": hashlib.sha256(view[off:off + length]).hexdigest()}
+                print(json.dumps(out), flush=True)
             elif cmd == "fill":
                 view[:] = pattern(size, int(args[0]))
                 print("ok", flush=True)

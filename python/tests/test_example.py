@@ -21,3 +21,5 @@ def test_kv_connector_example():
     assert "direct 0/0" in untagged  # the untagged ones did not
     verified = [line for line in lines if "verified" in line]
     assert len(verified) == 2 and all("KV blocks" in line for line in verified)
+    assert all("0 wrong on receipt" in line and "freed on decode's notification" in line
+               for line in verified)

@@ -149,7 +149,7 @@ def test_sync_transfers(mc, managed, peer):
     assert mc.transfer_sync(peer.segment, src, remote, 4096, TransferOpcode.WRITE) == 0
     assert peer.sum("numpy", 2 << 20, 4096) == sha(src_view[:4096])
     assert mc.transfer_sync(peer.segment, src, remote, 4096, TransferOpcode.WRITE,
-                            notify=object()) == -1  # notifications are not implemented
+                            notify=object()) == -1  # notify= takes a TransferNotify
 
 
 def test_intent_and_deadline_keywords(mc, managed, peer):

@@ -91,7 +91,7 @@ TEST(ConfigErrors, UnknownKeysListWhatIsAllowedThere) {
                "workerz",
                {"unknown key",
                 "allowed top-level keys: eal, fabric, topology, lcores, lcore_auto, endpoints, "
-                "workers, direct, bootstrap, metadata, timeouts, metrics, log"}});
+                "workers, direct, notify, bootstrap, metadata, timeouts, metrics, log"}});
   expectError({"nested",
                "fabric:\n  soft:\n    max_mr: 4\n",
                3,

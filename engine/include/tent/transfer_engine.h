@@ -206,6 +206,25 @@ struct FleetStats {
   uint64_t blobs_added = 0;        // segments opened by addRemoteMetadata
 };
 
+// Notifications (docs/engine.md, "Notifications"), both directions.
+struct NotifyStats {
+  uint64_t sent = 0;  // delivered into a peer's receive buffer (its NIC acknowledged them)
+  uint64_t sent_bytes = 0;
+  uint64_t received = 0;  // moved into this engine's inbox
+  uint64_t received_bytes = 0;
+  uint64_t refused = 0;          // sends refused by back-pressure: the peer's queue was full
+  uint64_t unsupported = 0;      // sends to a peer whose bootstrap offers no notifications
+  uint64_t failed = 0;           // sends that failed otherwise (notify QP error, timeout)
+  uint64_t dropped_batches = 0;  // batch notifications not sent because the batch failed
+  uint64_t held = 0;             // received and not yet taken by getNotifications
+};
+
+// A notification received: the sending engine's segment name and its message.
+struct Notification {
+  std::string name;
+  std::string message;
+};
+
 struct EngineStats {
   std::string provider;    // "soft" / "verbs" / "tcp"
   // Why that provider serves: "configured (fabric.provider: soft)", "auto: rdma-core
@@ -222,6 +241,7 @@ struct EngineStats {
   ResourceStats resources;
   ControlStats control;
   FleetStats fleet;
+  NotifyStats notify;
   uint64_t bytes_transferred = 0;
   std::map<std::string, uint64_t> bytes_per_device;  // device name -> payload bytes moved
   // Payload bytes by Request::intent_type, indexed by its value (UNSPEC = 0 ...).
@@ -310,6 +330,40 @@ class TransferEngine {
   virtual Status freeBatch(BatchId batch) = 0;
   // Adds requests to a batch; task ids continue from the batch's previous tasks.
   virtual Status submitTransfer(BatchId batch, std::span<const Request> requests) = 0;
+  // submitTransfer with a notification bound to the batch: `notification` reaches the
+  // requests' target segment (they must all name the same one) after every task of the
+  // batch completed, never before, and never when one failed. It leaves when the caller
+  // sees the batch complete (getTransferStatus, getBatchTransferStatus, waitTransfer or
+  // freeBatch): the initiator has then seen every completion, on every QP and rail. One
+  // notification per batch. While the target's receive queue is full, those calls return
+  // ResourceExhausted (back-pressure; call again), and freeBatch sends it or says why not.
+  // A peer without notifications: NotSupported from those calls, the transfer unharmed.
+  virtual Status submitTransfer(BatchId batch, std::span<const Request> requests,
+                                std::string_view notification) {
+    (void)batch, (void)requests, (void)notification;
+    return Status::NotSupported("notifications are not implemented by this engine");
+  }
+  // A notification on its own (acks, heartbeats), delivered into the target's receive
+  // buffers before this returns OK. ResourceExhausted when the target holds every
+  // receive buffer (back-pressure: it has not taken its notifications; nothing was
+  // sent), NotSupported for a peer that offers no notifications, InvalidArgument for a
+  // message longer than notify.max_message_bytes (ours or the peer's). Waits at most
+  // notify.timeout_ms (for an endpoint to connect and the peer's NIC to acknowledge).
+  virtual Status sendNotification(SegmentId target, std::string_view message) {
+    (void)target, (void)message;
+    return Status::NotSupported("notifications are not implemented by this engine");
+  }
+  // The notifications received since the last call, in arrival order per sender.
+  virtual Result<std::vector<Notification>> getNotifications() {
+    return Status::NotSupported("notifications are not implemented by this engine");
+  }
+  // getNotifications, waiting up to `timeout_ns` for at least one (an empty list when
+  // none came). Sleeps between looks; nothing polls for notifications otherwise.
+  virtual Result<std::vector<Notification>> waitNotifications(uint64_t timeout_ns) {
+    (void)timeout_ns;
+    return Status::NotSupported("notifications are not implemented by this engine");
+  }
+
   // Status of one task. Drives completion of direct-path tasks (caller-driven progress).
   virtual Result<TransferStatus> getTransferStatus(BatchId batch, size_t task_id) = 0;
   // Aggregate status of the batch: COMPLETED when every task did, the first

@@ -123,6 +123,15 @@ Series expectedSeries(const EngineStats& s, const std::string& engine_name) {
   put("tent_fleet_peers_readdressed_total", s.fleet.peers_readdressed);
   put("tent_fleet_peers_expired_total", s.fleet.peers_expired);
   put("tent_fleet_blobs_added_total", s.fleet.blobs_added);
+  put("tent_notify_messages_total", s.notify.sent, {{"direction", "sent"}});
+  put("tent_notify_messages_total", s.notify.received, {{"direction", "received"}});
+  put("tent_notify_bytes_total", s.notify.sent_bytes, {{"direction", "sent"}});
+  put("tent_notify_bytes_total", s.notify.received_bytes, {{"direction", "received"}});
+  put("tent_notify_refused_total", s.notify.refused);
+  put("tent_notify_unsupported_total", s.notify.unsupported);
+  put("tent_notify_failed_total", s.notify.failed);
+  put("tent_notify_dropped_batches_total", s.notify.dropped_batches);
+  put("tent_notify_held", s.notify.held);
   put("tent_transferred_bytes_total", s.bytes_transferred);
   for (const auto& [dev, n] : s.bytes_per_device)
     put("tent_device_transferred_bytes_total", n, {{"device", dev}});
