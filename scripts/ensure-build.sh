@@ -13,7 +13,8 @@ packages=(build-essential meson ninja-build pkg-config
           libyaml-cpp-dev libgtest-dev libgmock-dev nlohmann-json3-dev libssl-dev
           prometheus-cpp-dev libcivetweb-dev libcurl4-openssl-dev etcd-server etcd-client
           python3 python3-matplotlib
-          pybind11-dev python3-dev python3-numpy python3-pytest python3-mesonpy python3-yaml)
+          pybind11-dev python3-dev python3-numpy python3-pytest python3-mesonpy python3-yaml
+          iptables)  # suite netns: packet loss without sch_netem (-m statistic)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")

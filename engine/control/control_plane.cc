@@ -165,8 +165,13 @@ void ControlPlane::shutdown() {
 
 void ControlPlane::drainRequests() {
   deps_.requests.drainWake();
-  while (rdma::EndpointSlot* slot = deps_.requests.next()) {
-    if (endpoints_) endpoints_->handle(slot);
+  rdma::ControlRequest r;
+  while (deps_.requests.next(&r)) {
+    if (r.connect != nullptr) {
+      if (endpoints_) endpoints_->handle(r.connect);
+    } else if (!stopped_.load()) {
+      peers_->refresh(r.refresh, [](Status) {});  // a request missed the cached descriptor
+    }
   }
 }
 
@@ -224,15 +229,6 @@ void ControlPlane::stallForTest(std::shared_future<void> resume, std::function<v
     if (stalled) stalled();
     resume.wait();
   });
-}
-
-void ControlPlane::refreshSoon(SegmentId id) noexcept {
-  if (stopped_.load()) return;
-  const uint64_t now = clock::monotonicNs();
-  const uint64_t gap = uint64_t{deps_.config.bootstrap.descriptor_refresh_ms} * 1'000'000;
-  uint64_t last = last_refresh_ns_.load(std::memory_order_relaxed);
-  if (now - last < gap || !last_refresh_ns_.compare_exchange_strong(last, now)) return;
-  loop_->post([this, id] { peers_->refresh(id, [](Status) {}); });
 }
 
 void ControlPlane::localChanged() {

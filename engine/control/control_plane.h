@@ -90,8 +90,6 @@ class ControlPlane {
   Result<SegmentId> addRemoteMetadata(std::string_view blob);
   // Fetches the peer's descriptor again and waits for it.
   Status refreshSegment(SegmentId id);
-  // Asks for a refetch without waiting (a request missed the cached descriptor).
-  void refreshSoon(SegmentId id) noexcept;
   // The local memory changed: republish our descriptor (local record, sessions).
   void localChanged();
   void fillStats(EngineStats* out) const;
@@ -162,7 +160,6 @@ class ControlPlane {
 
   std::atomic<bool> stopped_{false};    // no new calls (cancelWaits)
   std::atomic<bool> shut_down_{false};  // the loop is stopped (shutdown)
-  std::atomic<uint64_t> last_refresh_ns_{0};
   uint64_t reclaim_timer_ = 0;
 };
 

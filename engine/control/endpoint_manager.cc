@@ -100,9 +100,11 @@ void EndpointManager::connect(EndpointSlot& slot) {
   setState(slot, SlotState::kConnecting);
   slot.connecting = ep;
   const Ticket t{rec.id, slot.context, slot.peer_device, ep};
-  // Without a direct QP we are what a v1 peer is, and say so in v1 (no direct_qp_num).
-  const uint16_t version =
-      deps.direct_enabled ? metadata::kBootstrapVersion : metadata::kBootstrapVersionV1;
+  // The newest bootstrap both read. Without a direct QP, a v2 peer gets what it got
+  // before v3: v1 (no direct_qp_num); v3 says "none" with direct_qp_num = 0.
+  uint16_t version = metadata::bootstrapVersionFor(peer->descriptor.max_bootstrap_version);
+  if (!deps.direct_enabled && version == metadata::kBootstrapVersionV2)
+    version = metadata::kBootstrapVersionV1;
   session->request(metadata::FrameType::kBootstrap, metadata::encodeBootstrap(msg, version),
                    [this, t](Result<ClientSession::Reply> r) { onReply(t, std::move(r)); });
 }

@@ -180,7 +180,7 @@ Result<metadata::BootstrapMessage> PassiveEndpoints::accept(uint64_t session,
   answer.peer_device = req.local_device;
   ep->fillBootstrap(&answer);
   answer.generation = req.generation;
-  answer.version = req.version;
+  answer.version = metadata::bootstrapVersionFor(req.version);  // a newer peer reads ours
   return answer;
 }
 

@@ -395,6 +395,7 @@ void PeerSegments::onDown(Peer& p, const Status& why) {
   if (p.record) {
     p.record->retry_at_ns.store(clock::engineNowNs() + delay, std::memory_order_release);
     p.record->up.store(false, std::memory_order_release);
+    p.record->slow.store(false, std::memory_order_release);
     plane_.endpoints().retireAll(*p.record);
   }
   if (p.parked) return;  // its entry is gone: a new one (watch) reconnects it
@@ -410,6 +411,7 @@ void PeerSegments::onDown(Peer& p, const Status& why) {
 // endpoints (their completions tell whether the peer's NIC answers); only the
 // session's failure - peer_timeout, or the connection lost - retires them.
 void PeerSegments::onSlow(Peer& p, bool slow) {
+  if (p.record) p.record->slow.store(slow, std::memory_order_release);
   if (slow) ControlCounters::bump(plane_.counters().sessions_slow);
   const auto& b = plane_.config().bootstrap;
   if (slow)

@@ -62,6 +62,11 @@ class DatapathContext {
   // peer is unreachable or backing off; kUnknown without such a segment/device.
   EndpointLookup lookup(uint32_t context, SegmentId segment, uint32_t peer_device, uint64_t now,
                         RdmaEndPoint** out) const noexcept;
+  // The segment's control session is up but answers nothing (SegmentRecord::slow).
+  bool segmentSlow(SegmentId segment) const noexcept {
+    SegmentRecord* rec = segments_.find(segment);
+    return rec != nullptr && rec->slow.load(std::memory_order_acquire);
+  }
   // Retires `ep` (completion error, post failure, timeout): the first caller queues it.
   void requestReset(RdmaEndPoint* ep) const noexcept;
 

@@ -17,6 +17,10 @@ EndpointLookup DatapathContext::lookup(uint32_t context, SegmentId segment, uint
   if (slot == nullptr) return EndpointLookup::kUnknown;
   if (RdmaEndPoint* ep = slot->ready.load(std::memory_order_acquire)) {
     if (!ep->ready()) return EndpointLookup::kConnecting;  // being retired: a new one follows
+    if (ep->qpInError()) {  // broken while idle: replaced before this request uses it
+      requestReset(ep);
+      return EndpointLookup::kConnecting;
+    }
     ep->touch();
     *out = ep;
     return EndpointLookup::kReady;

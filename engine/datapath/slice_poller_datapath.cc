@@ -180,7 +180,16 @@ SlicePoller::Stage SlicePoller::stageSlice_lc(RdmaSlice* s, uint64_t now) noexce
   }
   RdmaEndPoint* ep = nullptr;
   auto found = dp_.lookup(s->local_device, s->segment, s->peer_device, now, &ep);
-  if (found == EndpointLookup::kConnecting) return Stage::kKeep;
+  if (found == EndpointLookup::kConnecting) {
+    // A retry (the fabric failed this slice: its peer did not answer within the
+    // provider's retry budget) does not wait for a new endpoint while the peer's control
+    // session answers nothing either (a partition): it moves on, and the task ends
+    // FAILED within the retry budgets instead of TIMEOUT at slice_timeout_ms. A first
+    // attempt waits: the session may be catching up (a link that just came back).
+    if (s->retries == 0 || !dp_.segmentSlow(s->segment)) return Stage::kKeep;
+    failOrRetry_lc(s, now);
+    return Stage::kGone;
+  }
   if (found != EndpointLookup::kReady) {
     failOrRetry_lc(s, now);
     return Stage::kGone;

@@ -9,6 +9,7 @@
 #include "cuda/cuda_driver.h"
 #include "model/rdma_context.h"
 #include "model/slicing.h"
+#include "wire/bootstrap.h"
 
 namespace tent::rdma {
 
@@ -185,6 +186,7 @@ metadata::SegmentDescriptor LocalMemory::buildDescriptor(const LocalBufferTable&
   d.name = segment_name_;
   d.instance = instance_;
   d.version = table.version;
+  d.max_bootstrap_version = metadata::kBootstrapVersion;
   for (RdmaContext* ctx : contexts_)
     d.devices.push_back(
         {ctx->name(), ctx->device().portIdentity(), ctx->device().info().numa_node});

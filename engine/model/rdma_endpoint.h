@@ -92,6 +92,17 @@ class RdmaEndPoint {
   fabric::QueuePair* directQp() const noexcept {
     return direct_wired_ ? direct_qp_.get() : nullptr;
   }
+  // A data or rail QP of this endpoint left RTS without a completion saying so (the tcp
+  // provider's connection went while idle, as a NIC's QP on a fatal event): the
+  // endpoint must be replaced before a slice posts there, as that post would fail and
+  // use up one of the slice's retries. The direct QP is not looked at: a direct post
+  // that fails falls back to the worker path without a retry (and resets the endpoint).
+  // A few loads per lookup.
+  bool qpInError() const noexcept {
+    for (fabric::QueuePair* qp : data_raw_)
+      if (qp->state() == fabric::QpState::kError) return true;
+    return rail_raw_ != nullptr && rail_raw_->state() == fabric::QpState::kError;
+  }
   // Marks a use (eviction keeps what is used). One load when already marked.
   void touch() noexcept {
     if (!visited_.load(std::memory_order_relaxed)) visited_.store(true, std::memory_order_relaxed);

@@ -69,6 +69,9 @@ struct SegmentRecord {
   // false while the control session to the peer is down: requests fail at once.
   std::atomic<bool> up{false};
   std::atomic<uint64_t> retry_at_ns{0};  // when down: the next reconnect attempt
+  // Up, but its session answered nothing within bootstrap.io_timeout_ms: an endpoint
+  // being connected now waits for an answer that may take until peer_timeout_ms.
+  std::atomic<bool> slow{false};
   uint32_t contexts = 0;
   uint32_t peer_devices = 0;
   std::unique_ptr<EndpointSlot[]> slots;

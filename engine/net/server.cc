@@ -150,7 +150,7 @@ void ServerSession::onRequest(FrameType type, const std::vector<uint8_t>& payloa
       }
       auto answer = h.acceptBootstrap(one_shot_ ? nullptr : this, *req);
       if (!answer.ok()) return reply(FrameType::kError, metadata::encodeError(answer.status()));
-      return reply(FrameType::kBootstrapReply, metadata::encodeBootstrap(*answer, req->version));
+      return reply(FrameType::kBootstrapReply, metadata::encodeBootstrap(*answer, answer->version));
     }
     case FrameType::kKeepalive:
       if (one_shot_) break;

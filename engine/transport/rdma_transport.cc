@@ -36,7 +36,8 @@ Status RdmaTransport::init() {
   TENT_RETURN_IF_ERROR(makeSlicePool());
   segments_ = std::make_unique<SegmentTable>(config_->bootstrap.max_segments);
   requests_ = std::make_unique<ControlRequests>();
-  TENT_RETURN_IF_ERROR(requests_->init(4096));
+  TENT_RETURN_IF_ERROR(requests_->init(
+      4096, uint64_t{config_->bootstrap.descriptor_refresh_ms} * 1'000'000));
   datapath_ = std::make_unique<DatapathContext>(*config_, rails_, raw, *segments_, *slice_pool_,
                                                 *requests_);
   // One WR carries at most the smallest max message size of the devices (and what an

@@ -54,7 +54,7 @@ Status RdmaTransport::resolveRequest(const Request& req, size_t index, RdmaTask&
   }
   const auto* tb = peer->descriptor.findBuffer(req.target_offset, req.length);
   if (!tb) {
-    control_->refreshSoon(req.target_id);  // the peer may have registered more since
+    requests_->queueRefresh(req.target_id);  // the peer may have registered more since
     return Status::OutOfRange(where() + "target " +
                               hexRange(reinterpret_cast<void*>(req.target_offset), req.length) +
                               " is not inside the peer's registered memory");

@@ -4,6 +4,25 @@
 
 namespace tent::metadata {
 
+const std::vector<uint8_t>* BootstrapMessage::extension(BootstrapTag tag) const noexcept {
+  for (const auto& e : extensions)
+    if (e.tag == static_cast<uint16_t>(tag)) return &e.bytes;
+  return nullptr;
+}
+
+void BootstrapMessage::setExtension(BootstrapTag tag, std::vector<uint8_t> bytes) {
+  for (auto& e : extensions)
+    if (e.tag == static_cast<uint16_t>(tag)) {
+      e.bytes = std::move(bytes);
+      return;
+    }
+  extensions.push_back({static_cast<uint16_t>(tag), std::move(bytes)});
+}
+
+uint16_t bootstrapVersionFor(uint16_t peer_version) noexcept {
+  return peer_version < kBootstrapVersion ? peer_version : kBootstrapVersion;
+}
+
 std::vector<uint8_t> encodeBootstrap(const BootstrapMessage& msg, uint16_t version) {
   WireWriter w;
   w.u32(kBootstrapMagic);
@@ -19,6 +38,14 @@ std::vector<uint8_t> encodeBootstrap(const BootstrapMessage& msg, uint16_t versi
   w.u16(static_cast<uint16_t>(msg.data_qp_nums.size()));
   for (uint32_t qp : msg.data_qp_nums) w.u32(qp);
   if (version >= 2) w.u32(msg.direct_qp_num);
+  if (version >= 3) {
+    w.u16(static_cast<uint16_t>(msg.extensions.size()));
+    for (const auto& e : msg.extensions) {
+      w.u16(e.tag);
+      w.u16(static_cast<uint16_t>(e.bytes.size()));
+      w.raw(e.bytes.data(), e.bytes.size());
+    }
+  }
   w.patchU32(6, static_cast<uint32_t>(w.size() - kBootstrapHeaderBytes));
   return std::move(w.bytes());
 }
@@ -27,6 +54,24 @@ namespace {
 
 Status malformed(const char* what) {
   return Status::InvalidArgument(std::string("malformed bootstrap message: ") + what);
+}
+
+Status parseExtensions(WireReader& r, BootstrapMessage* m) {
+  uint16_t count = 0;
+  if (!r.u16(&count)) return malformed("truncated at extension count");
+  if (count > kMaxBootstrapExtensions) return malformed("extension count out of range [0, 32]");
+  m->extensions.resize(count);
+  for (size_t i = 0; i < count; ++i) {
+    auto& e = m->extensions[i];
+    uint16_t length = 0;
+    if (!r.u16(&e.tag) || !r.u16(&length)) return malformed("truncated extension header");
+    if (length > r.remaining()) return malformed("extension longer than the body");
+    e.bytes.resize(length);
+    if (!r.raw(e.bytes.data(), length)) return malformed("truncated extension");
+    for (size_t k = 0; k < i; ++k)
+      if (m->extensions[k].tag == e.tag) return malformed("an extension tag given twice");
+  }
+  return Status::OK();
 }
 
 Status parseBody(WireReader& r, uint16_t version, BootstrapMessage* m) {
@@ -46,6 +91,7 @@ Status parseBody(WireReader& r, uint16_t version, BootstrapMessage* m) {
     if (!r.u32(&qp)) return malformed("truncated in QP numbers");
   m->direct_qp_num = 0;  // v1 peers have no direct QP
   if (version >= 2 && !r.u32(&m->direct_qp_num)) return malformed("truncated at direct_qp_num");
+  if (version >= 3) TENT_RETURN_IF_ERROR(parseExtensions(r, m));
   if (r.remaining() != 0) return malformed("trailing bytes after the body");
   return Status::OK();
 }
@@ -58,8 +104,7 @@ Result<BootstrapMessage> parseBootstrap(std::span<const uint8_t> bytes) {
   uint16_t version = 0;
   if (!r.u32(&magic) || !r.u16(&version) || !r.u32(&length)) return malformed("truncated header");
   if (magic != kBootstrapMagic) return malformed("wrong magic");
-  if (version < kBootstrapVersionV1 || version > kBootstrapVersion)
-    return malformed("unsupported version");
+  if (version < kBootstrapVersionV1) return malformed("unsupported version");
   if (length > kMaxBootstrapBodyBytes) return malformed("body length out of range");
   if (length != r.remaining()) return malformed("body length does not match the message size");
   BootstrapMessage m;
@@ -71,7 +116,7 @@ Result<BootstrapMessage> parseBootstrap(std::span<const uint8_t> bytes) {
 
 bool sameQpWiring(const BootstrapMessage& a, const BootstrapMessage& b) {
   return a.data_qp_nums == b.data_qp_nums && a.direct_qp_num == b.direct_qp_num &&
-         a.port == b.port && a.generation == b.generation;
+         a.port == b.port && a.generation == b.generation && a.extensions == b.extensions;
 }
 
 }  // namespace tent::metadata

@@ -24,7 +24,7 @@ int SegmentDescriptor::deviceIndex(std::string_view device_name) const noexcept 
 
 namespace {
 
-void encodeBuffer(WireWriter& w, const BufferDescriptor& b) {
+void encodeBuffer(WireWriter& w, const BufferDescriptor& b, uint16_t version) {
   w.u64(b.addr);
   w.u64(b.length);
   w.u16(static_cast<uint16_t>(b.regions.size()));
@@ -37,6 +37,11 @@ void encodeBuffer(WireWriter& w, const BufferDescriptor& b) {
   }
   w.u16(static_cast<uint16_t>(b.rkeys.size()));
   for (uint32_t k : b.rkeys) w.u32(k);
+  if (version >= 3) {
+    w.str(b.name);
+    w.u8(b.access);
+    w.u64(b.seq);
+  }
 }
 
 Status malformed(const char* what) {
@@ -76,7 +81,7 @@ Status checkRegions(const BufferDescriptor& b) {
   return Status::OK();
 }
 
-Status parseBuffer(WireReader& r, size_t device_count, BufferDescriptor* b) {
+Status parseBuffer(WireReader& r, uint16_t version, size_t device_count, BufferDescriptor* b) {
   uint16_t n = 0;
   if (!r.u64(&b->addr) || !r.u64(&b->length) || !r.u16(&n)) return malformed("truncated buffer");
   if (b->length == 0 || b->addr + b->length < b->addr) return malformed("buffer range");
@@ -89,6 +94,12 @@ Status parseBuffer(WireReader& r, size_t device_count, BufferDescriptor* b) {
   b->rkeys.resize(k);
   for (auto& key : b->rkeys)
     if (!r.u32(&key)) return malformed("truncated rkeys");
+  if (version < 3) return Status::OK();
+  if (!r.str(&b->name, kMaxBufferNameBytes) || !r.u8(&b->access) || !r.u64(&b->seq))
+    return malformed("truncated buffer name, access or seq");
+  // A later version may define more bits; those are its to check.
+  if (version <= kDescriptorVersion && b->access > (kBufferRemoteRead | kBufferRemoteWrite))
+    return malformed("unknown buffer access bits");
   return Status::OK();
 }
 
@@ -134,6 +145,7 @@ std::vector<uint8_t> encodeDescriptor(const SegmentDescriptor& d, uint16_t versi
     w.str(d.name);
     w.u64(d.instance);
     w.u64(d.version);
+    if (version >= 3) w.u16(d.max_bootstrap_version);
   }
   w.u16(static_cast<uint16_t>(d.devices.size()));
   for (const auto& dev : d.devices) {
@@ -146,7 +158,7 @@ std::vector<uint8_t> encodeDescriptor(const SegmentDescriptor& d, uint16_t versi
   w.u32(static_cast<uint32_t>(d.buffers.size()));
   for (const auto& b : d.buffers) {
     Record rec(w, prefixed);
-    encodeBuffer(w, b);
+    encodeBuffer(w, b, version);
   }
   return std::move(w.bytes());
 }
@@ -179,9 +191,11 @@ Result<SegmentDescriptor> parseDescriptor(std::span<const uint8_t> bytes) {
   const bool prefixed = version >= 2;
   const bool newer = version > kDescriptorVersion;
   TENT_RETURN_IF_ERROR(readRecord(r, prefixed, newer, "truncated header", [&](WireReader& h) {
-    return (h.str(&d.name, 255) && h.u64(&d.instance) && h.u64(&d.version))
-               ? Status::OK()
-               : malformed("truncated header");
+    if (!h.str(&d.name, 255) || !h.u64(&d.instance) || !h.u64(&d.version))
+      return malformed("truncated header");
+    if (version >= 3 && !h.u16(&d.max_bootstrap_version)) return malformed("truncated header");
+    if (d.max_bootstrap_version < 1) return malformed("max_bootstrap_version out of range");
+    return Status::OK();
   }));
   if (!r.u16(&device_count)) return malformed("truncated header");
   if (device_count > kMaxDescriptorDevices) return malformed("device count out of range");
@@ -196,7 +210,7 @@ Result<SegmentDescriptor> parseDescriptor(std::span<const uint8_t> bytes) {
   d.buffers.resize(buffer_count);
   for (auto& b : d.buffers)
     TENT_RETURN_IF_ERROR(readRecord(r, prefixed, newer, "truncated buffer", [&](WireReader& rec) {
-      return parseBuffer(rec, device_count, &b);
+      return parseBuffer(rec, version, device_count, &b);
     }));
   for (size_t i = 1; i < d.buffers.size(); ++i)
     if (d.buffers[i].addr < d.buffers[i - 1].addr + d.buffers[i - 1].length)

@@ -21,7 +21,15 @@ inline constexpr uint32_t kDescriptorMagic = 0x47455354;  // "TSEG" little-endia
 // of each record. So a v2 reader reads v3+ descriptors; only v1 readers need v1, and
 // they get it (GET_DESCRIPTOR carries the newest version the asker reads).
 inline constexpr uint16_t kDescriptorVersionV1 = 1;
-inline constexpr uint16_t kDescriptorVersion = 2;
+inline constexpr uint16_t kDescriptorVersionV2 = 2;
+// v3: the header adds max_bootstrap_version; each buffer adds name, access, registration seq.
+inline constexpr uint16_t kDescriptorVersion = 3;
+// What a peer whose descriptor does not say (v1, v2) reads.
+inline constexpr uint16_t kUnadvertisedBootstrapVersion = 2;
+// BufferDescriptor::access bits (v3+); 0 = not advertised (a v1/v2 peer).
+inline constexpr uint8_t kBufferRemoteRead = 1;
+inline constexpr uint8_t kBufferRemoteWrite = 2;
+inline constexpr size_t kMaxBufferNameBytes = 255;
 inline constexpr size_t kMaxDescriptorDevices = 64;
 inline constexpr size_t kMaxDescriptorBuffers = 1u << 20;
 inline constexpr size_t kMaxBufferRegions = 1024;
@@ -46,6 +54,10 @@ struct BufferDescriptor {
   uint64_t length = 0;
   std::vector<RegionDescriptor> regions;  // cover the buffer, sorted by addr
   std::vector<uint32_t> rkeys;            // per device index
+  // v3+ (a v1/v2 descriptor parses as "", 0, 0).
+  std::string name;   // given at registration; may be empty
+  uint8_t access = 0;  // kBufferRemoteRead | kBufferRemoteWrite; 0 = not advertised
+  uint64_t seq = 0;    // registration order within the segment (1 = first); 0 = unknown
   bool operator==(const BufferDescriptor&) const = default;
 };
 
@@ -53,6 +65,8 @@ struct SegmentDescriptor {
   std::string name;       // "host:port"
   uint64_t instance = 0;  // random per engine: a restarted peer has a new one
   uint64_t version = 0;   // bumps on every register/unregister
+  // v3+: the newest bootstrap version this engine reads (older descriptors: 2).
+  uint16_t max_bootstrap_version = kUnadvertisedBootstrapVersion;
   std::vector<DeviceDescriptor> devices;
   std::vector<BufferDescriptor> buffers;  // sorted by addr
   bool operator==(const SegmentDescriptor&) const = default;

@@ -51,7 +51,7 @@ class WireReader {
   bool u64(uint64_t* v) { return getLe(v, 8); }
   bool raw(void* out, size_t n) {
     if (remaining() < n) return false;
-    std::memcpy(out, data_ + pos_, n);
+    if (n != 0) std::memcpy(out, data_ + pos_, n);
     pos_ += n;
     return true;
   }

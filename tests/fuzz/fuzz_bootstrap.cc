@@ -8,7 +8,6 @@
 #include <span>
 #include <vector>
 
-#include "wire/bootstrap.h"
 #include "tests/fuzz/fuzz_check.h"
 #include "wire/bootstrap.h"
 
@@ -31,6 +30,12 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
                  parsed->data_qp_nums.size() <= tent::metadata::kMaxBootstrapQps,
              "QP count out of range");
   FUZZ_CHECK(version >= 2 || parsed->direct_qp_num == 0, "a v1 message with a direct QP");
+  FUZZ_CHECK(version >= 3 || parsed->extensions.empty(), "extensions before v3");
+  FUZZ_CHECK(parsed->extensions.size() <= tent::metadata::kMaxBootstrapExtensions,
+             "too many extensions");
+  for (const auto& e : parsed->extensions)
+    FUZZ_CHECK(parsed->extension(static_cast<tent::metadata::BootstrapTag>(e.tag)) == &e.bytes,
+               "an extension tag held twice");
   FUZZ_CHECK(tent::metadata::sameQpWiring(*parsed, *parsed), "a message differs from itself");
   return 0;
 }

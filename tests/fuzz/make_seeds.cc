@@ -51,13 +51,19 @@ metadata::BootstrapMessage bootstrap(size_t qps) {
 }
 
 void bootstrapSeeds(const fs::path& dir) {
-  write(dir / "v2-two-qps", metadata::encodeBootstrap(bootstrap(2)));
+  write(dir / "v2-two-qps",
+        metadata::encodeBootstrap(bootstrap(2), metadata::kBootstrapVersionV2));
+  metadata::BootstrapMessage tagged = bootstrap(2);
+  tagged.setExtension(metadata::BootstrapTag::kLink, {1, 2, 0, 4});
+  tagged.setExtension(metadata::BootstrapTag::kPsn, {1, 0, 0, 0, 2, 0, 0, 0});
+  tagged.extensions.push_back({999, {7}});  // a newer peer's tag
+  write(dir / "v3-extensions", metadata::encodeBootstrap(tagged));
   write(dir / "v1-two-qps", metadata::encodeBootstrap(bootstrap(2), metadata::kBootstrapVersionV1));
-  write(dir / "v2-max-qps", metadata::encodeBootstrap(bootstrap(metadata::kMaxBootstrapQps)));
+  write(dir / "v3-max-qps", metadata::encodeBootstrap(bootstrap(metadata::kMaxBootstrapQps)));
   metadata::BootstrapMessage names = bootstrap(1);
   names.initiator_segment = std::string(metadata::kMaxNameBytes, 'h');
   names.local_device.clear();
-  write(dir / "v2-longest-name", metadata::encodeBootstrap(names));
+  write(dir / "v3-longest-name", metadata::encodeBootstrap(names));
   std::vector<uint8_t> truncated = metadata::encodeBootstrap(bootstrap(2));
   truncated.pop_back();  // the body length no longer matches
   write(dir / "edge-truncated", truncated);
@@ -73,11 +79,19 @@ metadata::SegmentDescriptor descriptor() {
   one.regions = {{0x10000, 0x1000, "cpu:0", {0}}, {0x11000, 0x3000, "cuda:1", {1, 0}}};
   metadata::BufferDescriptor two{0x20000, 0x1000, {{0x20000, 0x1000, "*", {}}}, {21, 22}};
   d.buffers = {one, two};
+  d.max_bootstrap_version = 3;
+  d.buffers[0].name = "kv";
+  d.buffers[0].access = 3;
+  d.buffers[0].seq = 1;
+  d.buffers[1].access = 1;
+  d.buffers[1].seq = 2;
   return d;
 }
 
 void descriptorSeeds(const fs::path& dir) {
   write(dir / "two-devices-two-buffers", metadata::encodeDescriptor(descriptor()));
+  write(dir / "v2-two-devices-two-buffers",
+        metadata::encodeDescriptor(descriptor(), metadata::kDescriptorVersionV2));
   metadata::SegmentDescriptor empty;
   empty.name = "h:1";
   write(dir / "empty", metadata::encodeDescriptor(empty));

@@ -402,6 +402,7 @@ class ServiceLoop {
 
   // Per QP (tcp_service.cc).
   void processQp(QpCore& qp);
+  void breakIdleQp(QpCore& qp);  // a lost connection, nothing outstanding: ERR
   void stopStream(QpCore& qp);
 
   // The stream (tcp_rx_datapath.cc): reads what the socket has, up to a turn's budget.

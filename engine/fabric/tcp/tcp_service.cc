@@ -323,8 +323,30 @@ void ServiceLoop::processQp(QpCore& q) {
     stopStream(q);
     completeInOrder(q);
   }
+  if (q.conn_lost.load(std::memory_order_acquire) && q.conn == nullptr) breakIdleQp(q);
   if (q.max_recv_wr != 0 && q.state.load(std::memory_order_acquire) == QpState::kError) {
     flushReceives(q);
+  }
+}
+
+// A QP whose connection is gone with nothing outstanding goes to ERR at once, as a
+// NIC's QP does on a fatal async event: a TCP connection is the QP's transport context
+// and, unlike a NIC's RC context across a link flap, never comes back. So the owner
+// sees the QP is broken (state() is ERR, posts fail with EINVAL) and replaces it before
+// the next request, instead of learning it from that request's retry-exceeded (a link
+// that went down and up again: the idle QPs' keepalive ended their connections).
+void ServiceLoop::breakIdleQp(QpCore& q) {
+  if (q.error_seen) return;
+  if (q.done != q.tail.load(std::memory_order_seq_cst)) return;  // that WR fails it
+  // RTS only: a QP still in RTR is being connected by the control path, whose RTS step
+  // must not race this; its first WR fails as to a dead peer.
+  QpState expected = QpState::kRts;
+  if (q.state.compare_exchange_strong(expected, QpState::kError, std::memory_order_seq_cst)) {
+    // A WR published after the look above is flushed by the next pass (its poster sees
+    // ERR and wakes us).
+    q.error_seen = true;
+    TENT_INFO(kFabric, "tcp %s QP %u: connection lost with nothing outstanding; QP in ERR",
+              dev_.info.name.c_str(), q.qp_num);
   }
 }
 

@@ -4,6 +4,7 @@
 
 #include "tests/support/direct_test_util.h"
 #include "tests/support/raw_control.h"
+#include "wire/bootstrap.h"
 #include "wire/segment_descriptor.h"
 
 namespace tent::testing {
@@ -94,6 +95,31 @@ TEST_F(DirectCompat, DuplicateBootstrapReusesOnlyWhenDirectQpMatches) {
   ASSERT_TRUE(junk.ok());
   EXPECT_EQ(junk->type, FrameType::kError);
   EXPECT_TRUE(test::oneShot(engine->segmentName(), FrameType::kGetDescriptor, {}).ok());
+}
+
+// Bootstrap v3: the descriptor advertises the newest bootstrap we read, and an answer
+// comes in min(the request's version, ours): an older peer never sees an extension, a
+// newer one gets ours.
+TEST_F(DirectCompat, TheAnswerComesInTheRequestsVersionAtMostOurs) {
+  auto got = test::oneShot(engine->segmentName(), FrameType::kGetDescriptor,
+                           metadata::encodeDescriptorRequest(metadata::kDescriptorVersion));
+  ASSERT_TRUE(got.ok()) << got.status().toString();
+  auto desc = metadata::parseDescriptor(got->payload);
+  ASSERT_TRUE(desc.ok()) << desc.status().toString();
+  EXPECT_EQ(desc->max_bootstrap_version, metadata::kBootstrapVersion);
+  for (uint16_t version : {uint16_t{2}, uint16_t{3}, uint16_t{4}}) {
+    auto m = bootstrapTo(*desc, 700 + version, 1);
+    m.extensions.push_back({999, {1, 2}});  // a tag nobody knows (dropped below v3)
+    auto reply = test::oneShot(engine->segmentName(), FrameType::kBootstrap,
+                               metadata::encodeBootstrap(m, version));
+    ASSERT_TRUE(reply.ok()) << reply.status().toString();
+    ASSERT_EQ(reply->type, FrameType::kBootstrapReply) << "version " << version;
+    auto answer = metadata::parseBootstrap(reply->payload);
+    ASSERT_TRUE(answer.ok()) << answer.status().toString();
+    EXPECT_EQ(answer->version, metadata::bootstrapVersionFor(version));
+    EXPECT_NE(answer->direct_qp_num, 0u);
+    if (version < 3) EXPECT_TRUE(answer->extensions.empty());
+  }
 }
 
 }  // namespace

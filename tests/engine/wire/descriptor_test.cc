@@ -20,6 +20,23 @@ SegmentDescriptor sample() {
   BufferDescriptor b2{0x40000, 0x100, {}, {102, 202}};
   b2.regions.push_back({0x40000, 0x100, "*", {0, 1}});
   d.buffers = {b1, b2};
+  d.max_bootstrap_version = 3;
+  d.buffers[0].name = "kv-cache";
+  d.buffers[0].access = kBufferRemoteRead | kBufferRemoteWrite;
+  d.buffers[0].seq = 2;
+  d.buffers[1].access = kBufferRemoteRead;
+  d.buffers[1].seq = 1;
+  return d;
+}
+
+// What a reader of an older version sees of sample(): no v3 fields.
+SegmentDescriptor asOlderVersion(SegmentDescriptor d) {
+  d.max_bootstrap_version = kUnadvertisedBootstrapVersion;
+  for (auto& b : d.buffers) {
+    b.name.clear();
+    b.access = 0;
+    b.seq = 0;
+  }
   return d;
 }
 
@@ -82,7 +99,7 @@ namespace {
 // The versioning rule: a v1 reader gets v1; v2 records are length-prefixed so a
 // later version can append fields to them, which a v2 reader skips; within a version
 // we know, a record must hold exactly its fields.
-std::vector<uint8_t> withExtraHeaderField(std::vector<uint8_t> v2, uint16_t version) {
+std::vector<uint8_t> withExtraHeaderField(std::vector<uint8_t> v2, uint16_t version) {  // any v2+
   v2[4] = static_cast<uint8_t>(version);
   v2[5] = static_cast<uint8_t>(version >> 8);
   uint32_t len = 0;
@@ -95,18 +112,35 @@ std::vector<uint8_t> withExtraHeaderField(std::vector<uint8_t> v2, uint16_t vers
   return v2;
 }
 
-TEST(DescriptorVersions, V1AndV2RoundTripAndTheNextVersionIsReadByAV2Reader) {
+TEST(DescriptorVersions, EachVersionRoundTripsAndTheNextVersionIsReadByACurrentReader) {
   const SegmentDescriptor d = sample();
   auto v1 = encodeDescriptor(d, kDescriptorVersionV1);
-  auto v2 = encodeDescriptor(d);
+  auto v2 = encodeDescriptor(d, kDescriptorVersionV2);
+  auto v3 = encodeDescriptor(d);
   EXPECT_EQ(v1[4], 1);
   EXPECT_EQ(v2[4], 2);
-  EXPECT_EQ(*parseDescriptor(v1), d);
-  EXPECT_EQ(*parseDescriptor(v2), d);
-  auto v3 = parseDescriptor(withExtraHeaderField(v2, 3));
-  ASSERT_TRUE(v3.ok()) << v3.status().toString();
-  EXPECT_EQ(*v3, d);  // the unknown field is skipped
-  EXPECT_FALSE(parseDescriptor(withExtraHeaderField(v2, 2)).ok());  // v2 has no such field
+  EXPECT_EQ(v3[4], 3);
+  EXPECT_EQ(*parseDescriptor(v1), asOlderVersion(d));
+  EXPECT_EQ(*parseDescriptor(v2), asOlderVersion(d));
+  EXPECT_EQ(*parseDescriptor(v3), d);
+  auto v4 = parseDescriptor(withExtraHeaderField(v3, 4));
+  ASSERT_TRUE(v4.ok()) << v4.status().toString();
+  EXPECT_EQ(*v4, d);  // the unknown field is skipped
+  EXPECT_FALSE(parseDescriptor(withExtraHeaderField(v3, 3)).ok());  // v3 has no such field
+  // A v2 body read as v3 misses v3's fields: refused, not guessed.
+  EXPECT_FALSE(parseDescriptor(withExtraHeaderField(v2, 2)).ok());
+}
+
+TEST(DescriptorVersions, V3BufferFieldsAreChecked) {
+  SegmentDescriptor d = sample();
+  d.buffers[0].access = 4;  // no such access bit in v3
+  EXPECT_FALSE(parseDescriptor(encodeDescriptor(d)).ok());
+  d = sample();
+  d.buffers[0].name = std::string(kMaxBufferNameBytes + 1, 'n');
+  EXPECT_FALSE(parseDescriptor(encodeDescriptor(d)).ok());
+  d = sample();
+  d.max_bootstrap_version = 0;
+  EXPECT_FALSE(parseDescriptor(encodeDescriptor(d)).ok());
 }
 
 }  // namespace

@@ -235,14 +235,38 @@ TEST_F(TcpQpTest, APeerQpDestroyedGivesRetryExceeded) {
             WcStatus::kSuccess);
   p.b.reset();  // its connection closes
   Sge s{src.addr(), 64, src.mr->lkey()};
-  // The loss may be seen before or after this post; either way it fails as to a dead peer.
+  // The loss may be seen before or after this post: before, the idle QP is in ERR already
+  // and refuses it; after, the WR fails as to a dead peer. Never a success.
   const SendWr wr = makeWr(7, WrOpcode::kRdmaWrite, &s, 1, dst.addr(), dst.mr->rkey());
   const SendWr* bad = nullptr;
-  ASSERT_EQ(p.a->postSend(&wr, &bad), 0);
-  auto wcs = pollN(*p.cq_a, 1);
-  ASSERT_EQ(wcs.size(), 1u);
-  EXPECT_EQ(wcs[0].status, WcStatus::kRetryExceeded) << toString(wcs[0].status);
-  EXPECT_EQ(p.a->state(), QpState::kError);
+  const int rc = p.a->postSend(&wr, &bad);
+  if (rc == 0) {
+    auto wcs = pollN(*p.cq_a, 1);
+    ASSERT_EQ(wcs.size(), 1u);
+    EXPECT_EQ(wcs[0].status, WcStatus::kRetryExceeded) << toString(wcs[0].status);
+  } else {
+    EXPECT_EQ(rc, EINVAL);
+  }
+  EXPECT_TRUE(waitFor([&] { return p.a->state() == QpState::kError; }));
+}
+
+// A connection lost while nothing is outstanding moves the QP to ERR at once (a TCP
+// connection, unlike a NIC's RC context across a link flap, never comes back): its
+// owner sees it (state, EINVAL on post) before it posts a request there.
+TEST_F(TcpQpTest, AnIdleQpWhoseConnectionIsLostGoesToError) {
+  auto p = QpPair::make(*a_, *b_, 8, 1);
+  GuardedBuffer src(*a_, 64, kAllAccess), dst(*b_, 64, kAllAccess);
+  EXPECT_EQ(transferOne(p, WrOpcode::kRdmaWrite, src, dst.addr(), dst.mr->rkey(), 64).status,
+            WcStatus::kSuccess);
+  p.b.reset();  // its connection closes; nothing of a's is outstanding
+  EXPECT_TRUE(waitFor([&] { return p.a->state() == QpState::kError; }));
+  Sge s{src.addr(), 64, src.mr->lkey()};
+  const SendWr wr = makeWr(8, WrOpcode::kRdmaWrite, &s, 1, dst.addr(), dst.mr->rkey());
+  const SendWr* bad = nullptr;
+  EXPECT_EQ(p.a->postSend(&wr, &bad), EINVAL);
+  EXPECT_EQ(bad, &wr);
+  WorkCompletion wc;
+  EXPECT_EQ(p.cq_a->poll(&wc, 1), 0);  // no completion: nothing was outstanding
 }
 
 // Nobody answers at the peer's address. Whichever side a QP takes, its WRs end in
@@ -444,10 +468,18 @@ TEST_F(TcpQpTest, ClosingTheProviderFlushesItsQpsAndFailsThePeers) {
   auto cqb = std::move(p.cq_b);
   pb_.reset();  // b's provider closes with qb alive
   Sge s{src.addr(), 64, src.mr->lkey()};
-  post(*p.a, makeWr(1, WrOpcode::kRdmaWrite, &s, 1, 0x1000, 1));
-  auto wcs = pollN(*p.cq_a, 1);
-  ASSERT_EQ(wcs.size(), 1u);
-  EXPECT_EQ(wcs[0].status, WcStatus::kRetryExceeded) << toString(wcs[0].status);
+  // Posted before a sees the loss: retry-exceeded; after: a is in ERR already (EINVAL).
+  const SendWr wr = makeWr(1, WrOpcode::kRdmaWrite, &s, 1, 0x1000, 1);
+  const SendWr* bad_a = nullptr;
+  const int rc = p.a->postSend(&wr, &bad_a);
+  if (rc == 0) {
+    auto wcs = pollN(*p.cq_a, 1);
+    ASSERT_EQ(wcs.size(), 1u);
+    EXPECT_EQ(wcs[0].status, WcStatus::kRetryExceeded) << toString(wcs[0].status);
+  } else {
+    EXPECT_EQ(rc, EINVAL);
+  }
+  EXPECT_TRUE(waitFor([&] { return p.a->state() == QpState::kError; }));
   // The QP that outlived its provider is in ERR: it takes no posts that could never end.
   EXPECT_TRUE(waitFor([&] { return qb->state() == QpState::kError; }));
   Sge sb{src.addr(), 64, 0};  // its device is gone with the provider; the state decides
