@@ -165,7 +165,7 @@ echo "== comparison ($mode) =="
   "baseline=$out/rdma-worker-baseline.jsonl" \
   "direct=$out/rdma-direct-foreground.jsonl" \
   "deadline=$out/rdma-direct-deadline.jsonl" \
-  "priority=$out/rdma-worker-priority.jsonl rdma-direct-qos.jsonl rdma-direct-unloaded.jsonl" \
+  "priority=$out/rdma-worker-priority.jsonl" \
   "direct-qos=$out/rdma-direct-qos.jsonl" \
   "unloaded=$out/rdma-direct-unloaded.jsonl"
 if "$py" -c 'import matplotlib' 2>/dev/null; then
