@@ -134,6 +134,9 @@ struct VerbsFabricConfig {
   std::vector<std::string> exclude_devices;  // deny-list (storage, management ports)
   uint8_t port = 1;
   int gid_index = -1;  // -1: pick a RoCE v2 / IB GID automatically
+  // RoCE auto GID: only GIDs on this netdev; empty: any up netdev, the default
+  // route's interface first.
+  std::string gid_interface;
   uint32_t mtu = 4096;
   uint8_t timeout = 14;
   uint8_t retry_cnt = 7;
@@ -237,6 +240,23 @@ enum class DirectMode : uint8_t {
   kAuto,   // the RFC's rule: deadline_ns != 0 or intent FOREGROUND_GET
   kOff,    // never; every request takes the worker path
   kForce,  // every eligible request tries the direct path first
+};
+
+// How the QPs of one class mark their packets (fabric::QpTraffic): a RoCE GRH traffic
+// class (DSCP << 2; the ECN bits are the NIC's) and an IB service level. The initiator's
+// values hold on both ends of a connection (the responder's READ responses and ACKs
+// carry them too); they travel in the bootstrap.
+struct QosClass {
+  uint8_t traffic_class = 0;  // [0, 252], a multiple of 4
+  uint8_t service_level = 0;  // [0, 15]
+  bool operator==(const QosClass&) const = default;
+};
+
+struct QosConfig {
+  QosClass direct;   // the direct lane's QP of every endpoint
+  QosClass data;     // worker data QPs and the rail QP
+  QosClass control;  // control/notify QPs (SENDs)
+  bool operator==(const QosConfig&) const = default;
 };
 
 struct DirectConfig {
@@ -401,6 +421,7 @@ struct Config {
   WorkerConfig workers;
   DirectConfig direct;
   NotifyConfig notify;
+  QosConfig qos;
   BootstrapConfig bootstrap;
   MetadataConfig metadata;
   TimeoutConfig timeouts;

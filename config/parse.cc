@@ -42,6 +42,10 @@ bool validDeviceName(std::string_view s) {
   return !s.empty() && s.size() <= 63 && std::all_of(s.begin(), s.end(), isNameChar);
 }
 
+bool validNetdevName(std::string_view s) {
+  return s.size() <= 15 && std::all_of(s.begin(), s.end(), isNameChar);  // IFNAMSIZ - 1
+}
+
 bool validFilePrefix(std::string_view s) {
   return s.size() <= 64 && std::all_of(s.begin(), s.end(), isNameChar);
 }
@@ -135,6 +139,9 @@ bool validAbsolutePath(std::string_view s) {
 constexpr TextRule kPathOrEmpty{"a file path, or empty", nullptr};
 constexpr TextRule kDeviceName{
     "a device name of letters, digits, '_', '-' or '.' (1 to 63 characters)", validDeviceName};
+constexpr TextRule kNetdevName{
+    "a network interface name of letters, digits, '_', '-' or '.' (at most 15), or empty",
+    validNetdevName};
 constexpr TextRule kFilePrefix{
     "letters, digits, '_', '-' or '.' (at most 64), or empty for tent-<pid>", validFilePrefix};
 constexpr TextRule kPci{"a PCI address such as 0000:3b:00.0 or 3b:00.0, or empty", validPci};
@@ -271,6 +278,7 @@ void readVerbs(MapReader& m, VerbsFabricConfig* v) {
   readVerbsExcludes(m, v);
   m.integer("port", &v->port, 1, 255);
   m.integer("gid_index", &v->gid_index, -1, 255);
+  m.text("gid_interface", &v->gid_interface, kNetdevName);
   m.integerChoice("mtu", &v->mtu, {256, 512, 1024, 2048, 4096});
   m.integer("timeout", &v->timeout, 0, 31);
   if (m.parsing() && m.has("timeout") && v->timeout == 0) {
@@ -536,6 +544,24 @@ void readNotify(MapReader& m, NotifyConfig* n) {
                               std::to_string(n->max_message_bytes) + ")");
 }
 
+void readQosClass(MapReader& m, QosClass* q) {
+  m.integer("traffic_class", &q->traffic_class, 0, 252);
+  m.integer("service_level", &q->service_level, 0, 15);
+  if (m.parsing() && (q->traffic_class & 3) != 0) {
+    m.fail(
+        "traffic_class",
+        "expected DSCP << 2 (a multiple of 4: the low 2 bits are ECN, which the NIC sets), got " +
+            std::to_string(q->traffic_class) + "; DSCP " + std::to_string(q->traffic_class >> 2) +
+            " is " + std::to_string(q->traffic_class & ~3));
+  }
+}
+
+void readQos(MapReader& m, QosConfig* q) {
+  m.section("direct", [&](MapReader& c) { readQosClass(c, &q->direct); });
+  m.section("data", [&](MapReader& c) { readQosClass(c, &q->data); });
+  m.section("control", [&](MapReader& c) { readQosClass(c, &q->control); });
+}
+
 void readBootstrap(MapReader& m, BootstrapConfig* b) {
   m.text("listen", &b->listen, kHostPort);
   m.text("advertise_host", &b->advertise_host, kAdvertiseHost);
@@ -587,6 +613,7 @@ void readConfig(MapReader& top, Config* c) {
   top.section("workers", [&](MapReader& m) { readWorkers(m, c); });
   top.section("direct", [&](MapReader& m) { readDirect(m, c); });
   top.section("notify", [&](MapReader& m) { readNotify(m, &c->notify); });
+  top.section("qos", [&](MapReader& m) { readQos(m, &c->qos); });
   top.section("bootstrap", [&](MapReader& m) { readBootstrap(m, &c->bootstrap); });
   top.section("metadata", [&](MapReader& m) { readMetadata(m, &c->metadata); });
   top.section("timeouts", [&](MapReader& m) { readTimeouts(m, &c->timeouts); });

@@ -85,6 +85,7 @@ void EndpointManager::connect(EndpointSlot& slot) {
   shape.data_qps = cfg.workers.qps_per_endpoint;
   shape.qp_depth = cfg.workers.qp_depth;
   shape.direct_depth = deps.direct_enabled ? cfg.direct.qp_depth : 0;
+  ep->setTraffic(rdma::trafficOf(cfg.qos));
   track(ep, slot.owner);
   Status s = ep->createActiveQps(shape);
   countQps(ep);

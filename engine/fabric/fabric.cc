@@ -31,6 +31,32 @@ std::string_view toString(WcStatus s) noexcept {
   return "unknown";
 }
 
+std::string_view toString(LinkLayer layer) noexcept {
+  switch (layer) {
+    case LinkLayer::kInfiniband:
+      return "InfiniBand";
+    case LinkLayer::kEthernet:
+      return "Ethernet (RoCE)";
+    case LinkLayer::kUnknown:
+      break;
+  }
+  return "unknown";
+}
+
+std::string_view toString(GidType type) noexcept {
+  switch (type) {
+    case GidType::kIb:
+      return "IB";
+    case GidType::kRoceV1:
+      return "RoCE v1";
+    case GidType::kRoceV2:
+      return "RoCE v2";
+    case GidType::kUnknown:
+      break;
+  }
+  return "unknown";
+}
+
 Status connectQp(QueuePair& qp, const QpRemote& remote) {
   const std::string who =
       "connect QP " + std::to_string(qp.qpNum()) + " to QP " + std::to_string(remote.qp_num);

@@ -108,11 +108,41 @@ struct PortIdentity {
   bool operator==(const PortIdentity&) const = default;
 };
 
+// How a QP marks the packets it sends (verbs: the address vector's GRH traffic class
+// and the SL; soft: the port's service class). A requester marks its requests with
+// it, a responder its READ responses and ACKs, so both ends of a connection set the
+// initiator's values (docs/fabric.md, "Traffic classes").
+struct QpTraffic {
+  uint8_t traffic_class = 0;  // IPv6 traffic class / IPv4 TOS: DSCP << 2, ECN bits 0
+  uint8_t service_level = 0;  // IB SL [0, 15]; RoCE: the priority when the NIC trusts PCP
+  bool operator==(const QpTraffic&) const = default;
+};
+inline constexpr uint32_t kMaxPsn = (1u << 24) - 1;  // PSNs are 24 bits
+
+// What a port's packets look like on the link, which both ends of a connection must
+// agree on (exchanged in the bootstrap, tag kLink): a RoCE port cannot talk to an IB
+// port, nor a RoCE v1 GID to a v2 one, and both sides must use the smaller MTU.
+enum class LinkLayer : uint8_t { kUnknown = 0, kInfiniband = 1, kEthernet = 2 };
+enum class GidType : uint8_t { kIb = 0, kRoceV1 = 1, kRoceV2 = 2, kUnknown = 255 };
+struct PortLink {
+  LinkLayer link_layer = LinkLayer::kUnknown;  // soft, tcp: unknown (nothing to check)
+  GidType gid_type = GidType::kUnknown;
+  uint32_t mtu_bytes = 0;  // the port's active path MTU; 0: none to agree on
+  bool operator==(const PortLink&) const = default;
+};
+std::string_view toString(LinkLayer layer) noexcept;
+std::string_view toString(GidType type) noexcept;
+
 // What RTR needs to know about the remote side of an RC connection.
 struct QpRemote {
   uint32_t qp_num = 0;
   PortIdentity port;
-  uint32_t psn = 0;
+  uint32_t psn = 0;  // the PSN the remote QP starts sending with (our rq_psn)
+  // The PSN our QP starts sending with (RTS sq_psn), as the peer was told; 0 toward a
+  // peer that did not take ours (it expects 0). PSNs are 24 bits.
+  uint32_t local_psn = 0;
+  uint32_t mtu_bytes = 0;  // the remote port's active MTU; 0: unknown, ours alone decides
+  QpTraffic traffic;       // how our QP marks what it sends on this connection
 };
 
 struct DeviceInfo {
@@ -215,6 +245,8 @@ class Device {
   virtual ~Device() = default;
   virtual const DeviceInfo& info() const noexcept = 0;
   virtual PortIdentity portIdentity() const = 0;
+  // What peers must agree on with this port (verbs); unknown everywhere by default.
+  virtual PortLink portLink() const { return {}; }
   virtual Result<std::unique_ptr<MemoryRegion>> registerMemory(void* addr, size_t length,
                                                                uint32_t access) = 0;
   // Registers device memory of one GPU: [addr, addr+length) lies inside the one physical

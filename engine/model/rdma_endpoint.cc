@@ -1,5 +1,6 @@
 #include "model/rdma_endpoint.h"
 
+#include "model/endpoint_link.h"
 #include "model/rdma_context.h"
 #include "tent/log.h"
 
@@ -15,6 +16,14 @@ std::string_view toString(EndpointState s) noexcept {
       return "destroying";
   }
   return "?";
+}
+
+EndpointTraffic trafficOf(const config::QosConfig& qos) noexcept {
+  EndpointTraffic t;
+  t.data = {qos.data.traffic_class, qos.data.service_level};
+  t.direct = {qos.direct.traffic_class, qos.direct.service_level};
+  t.control = {qos.control.traffic_class, qos.control.service_level};
+  return t;
 }
 
 RdmaEndPoint::RdmaEndPoint(RdmaContext& context, SegmentId segment, uint32_t peer_device,
@@ -52,16 +61,24 @@ Status RdmaEndPoint::createActiveQps(const EndpointQpShape& shape) {
   if (!rail.ok()) return rail.status().withContext("rail QP");
   rail_raw_ = rail->get();
   data_qps_.push_back(std::move(rail).value());
-  if (shape.direct_depth == 0) return Status::OK();
-  auto qp = makeQp(context_.device(), context_.directCq(), shape.direct_depth);
-  if (!qp.ok()) return qp.status().withContext("direct QP");
-  direct_qp_ = std::move(qp).value();
-  direct_max_depth_ = shape.direct_depth;
+  if (shape.direct_depth != 0) {
+    auto qp = makeQp(context_.device(), context_.directCq(), shape.direct_depth);
+    if (!qp.ok()) return qp.status().withContext("direct QP");
+    direct_qp_ = std::move(qp).value();
+    direct_max_depth_ = shape.direct_depth;
+  }
+  drawPsns();
   return Status::OK();
+}
+
+void RdmaEndPoint::drawPsns() {
+  psns_.clear();
+  for (size_t i = 0; i < qpCount(); ++i) psns_.push_back(randomPsn());
 }
 
 Status RdmaEndPoint::createPassiveQps(uint32_t data_qps, bool direct,
                                       const std::string& notify_from) {
+  passive_ = true;
   if (const NotifySetup* n = context_.notify(); n != nullptr && !notify_from.empty()) {
     auto link = notify::NotifyLink::create(context_.device(), n->limits, notify::Role::kPassive,
                                            notify_from);
@@ -73,10 +90,12 @@ Status RdmaEndPoint::createPassiveQps(uint32_t data_qps, bool direct,
     if (!qp.ok()) return qp.status().withContext("passive data QP");
     data_qps_.push_back(std::move(qp).value());
   }
-  if (!direct) return Status::OK();
-  auto qp = makeQp(context_.device(), context_.passiveCq(), 1);
-  if (!qp.ok()) return qp.status().withContext("passive direct QP");
-  direct_qp_ = std::move(qp).value();
+  if (direct) {
+    auto qp = makeQp(context_.device(), context_.passiveCq(), 1);
+    if (!qp.ok()) return qp.status().withContext("passive direct QP");
+    direct_qp_ = std::move(qp).value();
+  }
+  drawPsns();
   return Status::OK();
 }
 
@@ -86,6 +105,8 @@ void RdmaEndPoint::fillBootstrap(metadata::BootstrapMessage* msg) const {
   msg->direct_qp_num = direct_qp_ ? direct_qp_->qpNum() : 0;
   msg->port = context_.device().portIdentity();
   msg->generation = generation_;
+  metadata::QosTag qos{traffic_.data, traffic_.direct, traffic_.control};
+  addLinkTerms(msg, context_.device().portLink(), qos, psns_);
 }
 
 Status RdmaEndPoint::connect(const metadata::BootstrapMessage& peer) {
@@ -93,13 +114,39 @@ Status RdmaEndPoint::connect(const metadata::BootstrapMessage& peer) {
     return Status::InvalidArgument("peer answered with " +
                                    std::to_string(peer.data_qp_nums.size()) +
                                    " data QPs, expected " + std::to_string(data_qps_.size()));
+  TENT_ASSIGN_OR_RETURN(PeerTerms terms, readLinkTerms(peer));
+  uint32_t peer_mtu = 0;
+  if (terms.link) {
+    TENT_RETURN_IF_ERROR(checkPeerLink(context_.device().portLink(), *terms.link,
+                                       context_.device().info().name, peer.local_device));
+    peer_mtu = terms.link->mtu_bytes;
+  }
+  // The initiator's values hold on both ends; an older initiator sends class 0.
+  EndpointTraffic traffic = traffic_;
+  if (passive_)
+    traffic = terms.qos ? EndpointTraffic{terms.qos->data, terms.qos->direct, terms.qos->control}
+                        : EndpointTraffic{};
+  // PSNs only when the peer sent its own: then it also took ours (same version).
+  auto remote = [&](uint32_t qp_num, size_t ours, size_t theirs, fabric::QpTraffic t) {
+    fabric::QpRemote r;
+    r.qp_num = qp_num;
+    r.port = peer.port;
+    r.mtu_bytes = peer_mtu;
+    r.traffic = t;
+    if (terms.psns && ours < psns_.size()) {
+      r.psn = (*terms.psns)[theirs];
+      r.local_psn = psns_[ours];
+    }
+    return r;
+  };
   for (size_t i = 0; i < data_qps_.size(); ++i) {
-    fabric::QpRemote r{peer.data_qp_nums[i], peer.port, 0};
+    fabric::QpRemote r = remote(peer.data_qp_nums[i], i, i, traffic.data);
     TENT_RETURN_IF_ERROR(fabric::connectQp(*data_qps_[i], r).withContext("data QP"));
   }
   // The direct QP is wired only when both sides advertise one.
   if (direct_qp_ && peer.direct_qp_num != 0) {
-    fabric::QpRemote r{peer.direct_qp_num, peer.port, 0};
+    fabric::QpRemote r =
+        remote(peer.direct_qp_num, data_qps_.size(), peer.data_qp_nums.size(), traffic.direct);
     TENT_RETURN_IF_ERROR(fabric::connectQp(*direct_qp_, r).withContext("direct QP"));
     direct_wired_ = true;
   } else {

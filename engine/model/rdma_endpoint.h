@@ -24,6 +24,7 @@
 #include <span>
 #include <vector>
 
+#include "config/config.h"
 #include "fabric/fabric.h"
 #include "notify/notify_link.h"
 #include "tent/status.h"
@@ -46,6 +47,16 @@ struct EndpointQpShape {
   uint32_t direct_depth = 0;  // 0: no direct QP
 };
 
+// How an endpoint's QPs mark their packets: config qos per QP class. The initiator's
+// values hold on both ends (docs/fabric.md, "Traffic classes").
+struct EndpointTraffic {
+  fabric::QpTraffic data;     // data QPs and the rail QP
+  fabric::QpTraffic direct;   // the direct QP
+  fabric::QpTraffic control;  // control/notify QPs (sent to the peer; tent's own come later)
+  bool operator==(const EndpointTraffic&) const = default;
+};
+EndpointTraffic trafficOf(const config::QosConfig& qos) noexcept;
+
 class RdmaEndPoint {
  public:
   RdmaEndPoint(RdmaContext& context, SegmentId segment, uint32_t peer_device, uint64_t generation);
@@ -67,12 +78,22 @@ class RdmaEndPoint {
   // The active side's notify link (nullptr without one); shared so a sender may keep
   // using it outside an EBR read section while the endpoint retires.
   std::shared_ptr<notify::NotifyLink> notifyLink() const noexcept { return notify_; }
-  // Our half of the bootstrap: QP numbers (data QPs, then the rail QP) and
-  // direct_qp_num (0 without a direct QP).
+  // Our half of the bootstrap: QP numbers (data QPs, then the rail QP),
+  // direct_qp_num (0 without a direct QP), and the link terms (kLink: our port's link
+  // layer, GID type and MTU; kQos: our traffic settings; kPsn: our QPs' random initial
+  // PSNs), which an older peer does not read.
   void fillBootstrap(metadata::BootstrapMessage* msg) const;
   // Wires every data QP to the peer's; the direct QP only when both sides advertise
-  // one (otherwise ours is dropped and direct requests to this peer fall back).
+  // one (otherwise ours is dropped and direct requests to this peer fall back). Refuses
+  // a peer port of another link layer or GID type; both sides take the smaller MTU; a
+  // passive endpoint marks its packets with the initiator's traffic settings (0 when
+  // the initiator sends none); PSNs are the exchanged ones, 0 both ways toward a peer
+  // that sent none.
   Status connect(const metadata::BootstrapMessage& remote);
+  // Before connect(), on an active endpoint: what its QPs (and their passive twins)
+  // mark their packets with.
+  void setTraffic(const EndpointTraffic& traffic) noexcept { traffic_ = traffic; }
+  const EndpointTraffic& traffic() const noexcept { return traffic_; }
   bool markReady() noexcept;  // handshaking -> ready
   // Any live state -> destroying; true for the one caller that did it.
   bool beginReset() noexcept;
@@ -142,11 +163,16 @@ class RdmaEndPoint {
   metadata::BootstrapMessage remote;
 
  private:
+  void drawPsns();  // one random initial PSN per QP
+
   RdmaContext& context_;
   SegmentId segment_;
   uint32_t peer_device_;
   uint64_t generation_;
   EndpointQpShape shape_;
+  EndpointTraffic traffic_;
+  bool passive_ = false;
+  std::vector<uint32_t> psns_;  // our QPs' initial PSNs: data QPs, then the direct QP
   std::atomic<EndpointState> state_{EndpointState::kHandshaking};
   std::vector<std::unique_ptr<fabric::QueuePair>> data_qps_;  // data QPs, then the rail QP
   std::vector<fabric::QueuePair*> data_raw_;

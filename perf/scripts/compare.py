@@ -121,6 +121,8 @@ def targets(labels, runs):
     base = runs[0]
     lines = []
     for label, m in zip(labels[1:], runs[1:]):
+        if label == "unloaded":  # no background: the reference of class_targets()
+            continue
         p99 = ratio(m["fg_p99"], base["fg_p99"])
         bg = ratio(m["bg_gbps"], base["bg_gbps"])
         checks = [
@@ -133,6 +135,29 @@ def targets(labels, runs):
         ]
         for what, ok, value in checks:
             lines.append(f"- {label}: {what}: {value} -> {'met' if ok else 'NOT met'}")
+    return "\n".join(lines)
+
+
+def class_targets(labels, runs):
+    """Issue 24's goals when an `unloaded` run (foreground only) is given: each loaded
+    direct run's foreground p99 within 1.5x of the unloaded one, background at least 90%
+    of the first run's."""
+    if "unloaded" not in labels:
+        return ""
+    unloaded = runs[labels.index("unloaded")]
+    base = runs[0]
+    lines = []
+    for label, m in zip(labels, runs):
+        if label in ("unloaded", labels[0]) or not label.startswith("direct"):
+            continue
+        p99 = ratio(m["fg_p99"], unloaded["fg_p99"])
+        bg = ratio(m["bg_gbps"], base["bg_gbps"])
+        lines.append(f"- {label}: foreground p99 <= 1.5x unloaded: "
+                     f"{'n/a' if p99 is None else f'{p99:.2f} x unloaded'} -> "
+                     f"{'met' if p99 is not None and p99 <= 1.5 else 'NOT met'}")
+        lines.append(f"- {label}: background >= 90% of {labels[0]}'s: "
+                     f"{'n/a' if bg is None else f'{100 * bg:.1f}%'} -> "
+                     f"{'met' if bg is not None and bg >= 0.9 else 'NOT met'}")
     return "\n".join(lines)
 
 
@@ -163,6 +188,9 @@ def main(argv):
     text = table(labels, runs)
     if len(runs) > 1:
         text += "\n\nTargets (issue 6), against " + labels[0] + ":\n" + targets(labels, runs)
+    goals = class_targets(labels, runs)
+    if goals:
+        text += "\n\nTraffic-class goals (issue 24), against unloaded:\n" + goals
     text += "\n\nRuns:\n" + run_notes(labels, records, args.fg) + "\n"
     print(text)
     if args.out:

@@ -91,7 +91,7 @@ TEST(ConfigErrors, UnknownKeysListWhatIsAllowedThere) {
                "workerz",
                {"unknown key",
                 "allowed top-level keys: eal, fabric, topology, lcores, lcore_auto, endpoints, "
-                "workers, direct, notify, bootstrap, metadata, timeouts, metrics, log"}});
+                "workers, direct, notify, qos, bootstrap, metadata, timeouts, metrics, log"}});
   expectError({"nested",
                "fabric:\n  soft:\n    max_mr: 4\n",
                3,
@@ -231,6 +231,25 @@ TEST(ConfigErrors, OutOfRange) {
                3,
                "fabric.soft.devices[0].link_gbps",
                {"[0, 100000]", "got '-1'"}});
+}
+
+TEST(ConfigErrors, QosTrafficClassIsDscpShiftedAndSlFitsFourBits) {
+  expectError({"ECN bits set",
+               "qos:\n  direct:\n    traffic_class: 185\n",
+               3,
+               "qos.direct.traffic_class",
+               {"multiple of 4", "ECN", "DSCP 46 is 184"}});
+  expectError({"above 252",
+               "qos:\n  data: {traffic_class: 256}\n",
+               2,
+               "qos.data.traffic_class",
+               {"[0, 252]"}});
+  expectError({"service level",
+               "qos:\n  control: {service_level: 16}\n",
+               2,
+               "qos.control.service_level",
+               {"[0, 15]"}});
+  EXPECT_TRUE(config::loadString("qos: {direct: {traffic_class: 184, service_level: 5}}\n").ok());
 }
 
 TEST(ConfigErrors, DirectQpDepthIsOneToSixtyFour) {

@@ -25,44 +25,48 @@ void DeviceState::advanceLocked(double t) noexcept {
   PortModel& p = port;
   if (p.bytes_per_ns <= 0 || t <= p.now_ns) return;  // unlimited links hold nothing in flight
   while (p.active_count > 0) {
-    SoftQp* next = p.active;
-    for (SoftQp* q = p.active->port_next_; q != nullptr; q = q->port_next_) {
+    PortClass& k = p.servedClass();
+    SoftQp* next = k.active;
+    for (SoftQp* q = k.active->port_next_; q != nullptr; q = q->port_next_) {
       if (q->tag_ < next->tag_) next = q;
     }
-    double dt = (next->tag_ - p.vtime) * p.active_count / p.bytes_per_ns;
+    double dt = (next->tag_ - k.vtime) * k.active_count / p.bytes_per_ns;
     if (dt < 0) dt = 0;
-    if (p.now_ns + dt > t) {  // nothing more finishes before t: serve everyone up to t
-      p.vtime += (t - p.now_ns) * p.bytes_per_ns / p.active_count;
+    if (p.now_ns + dt > t) {  // nothing more finishes before t: serve the class up to t
+      k.vtime += (t - p.now_ns) * p.bytes_per_ns / k.active_count;
       p.busy_ns += t - p.now_ns;
       p.now_ns = t;
       return;
     }
     p.now_ns += dt;
     p.busy_ns += dt;
-    p.vtime = next->tag_;
+    k.vtime = next->tag_;
     next->finishHeadLocked(p.now_ns);
   }
   p.now_ns = t;
-  p.vtime = 0;  // idle: virtual time restarts (tags are relative to it)
 }
 
 void DeviceState::activateLocked(SoftQp& qp) noexcept {
-  qp.tag_ = port.vtime + static_cast<double>(SoftQp::chargedBytes(qp.slot(qp.transmitted_)));
+  PortClass& k = port.classes[qp.service_class_];
+  qp.tag_ = k.vtime + static_cast<double>(SoftQp::chargedBytes(qp.slot(qp.transmitted_)));
   qp.port_prev_ = nullptr;
-  qp.port_next_ = port.active;
-  if (port.active != nullptr) port.active->port_prev_ = &qp;
-  port.active = &qp;
+  qp.port_next_ = k.active;
+  if (k.active != nullptr) k.active->port_prev_ = &qp;
+  k.active = &qp;
   qp.in_port_ = true;
+  ++k.active_count;
   ++port.active_count;
 }
 
 void DeviceState::deactivateLocked(SoftQp& qp) noexcept {
+  PortClass& k = port.classes[qp.service_class_];
   if (qp.port_prev_ != nullptr) qp.port_prev_->port_next_ = qp.port_next_;
   if (qp.port_next_ != nullptr) qp.port_next_->port_prev_ = qp.port_prev_;
-  if (port.active == &qp) port.active = qp.port_next_;
+  if (k.active == &qp) k.active = qp.port_next_;
   qp.port_prev_ = qp.port_next_ = nullptr;
   qp.in_port_ = false;
   --port.active_count;
+  if (--k.active_count == 0) k.vtime = 0;  // idle: virtual time restarts (tags are relative)
 }
 
 void DeviceState::setPortUp(bool up) noexcept {
@@ -71,7 +75,9 @@ void DeviceState::setPortUp(bool up) noexcept {
   if (up) return;
   const uint64_t now = core->now();
   advanceLocked(static_cast<double>(now));
-  while (port.active != nullptr) port.active->failInFlightLocked(WcStatus::kRetryExceeded, now);
+  for (PortClass& k : port.classes) {
+    while (k.active != nullptr) k.active->failInFlightLocked(WcStatus::kRetryExceeded, now);
+  }
 }
 
 // ---- per-QP completion bookkeeping ----------------------------------------------------
@@ -90,7 +96,8 @@ void SoftQp::finishHeadLocked(double at) noexcept {
   completeSlotLocked(slot(transmitted_), at);
   ++transmitted_;
   if (transmitted_ < tail_.load(std::memory_order_relaxed)) {
-    tag_ = dev_->port.vtime + static_cast<double>(chargedBytes(slot(transmitted_)));
+    tag_ = dev_->port.classes[service_class_].vtime +
+           static_cast<double>(chargedBytes(slot(transmitted_)));
   } else {
     dev_->deactivateLocked(*this);
   }

@@ -249,20 +249,44 @@ struct WrSlot {
   uint64_t gpu_seq = 0;  // device memory: its copies are done when the QP's lane reaches it
 };
 
-// Processor sharing over the QPs that have untransmitted WRs ("active"): each gets
-// an equal share of the rate, and the head WR of a QP finishes once that QP has
-// been served its bytes. Virtual time `vtime` = bytes served to every active QP so
-// far; a QP's `tag` = the vtime at which its head WR finishes. Guarded by the lock.
+// Service classes of a port: the class selector of the QP's traffic class (DSCP >> 3,
+// i.e. traffic_class >> 5: DSCP 0 -> 0, 26 -> 3, 46 -> 5), as a switch or NIC that
+// trusts DSCP maps it to a priority.
+inline constexpr int kServiceClasses = 8;
+inline constexpr uint8_t serviceClassOf(uint8_t traffic_class) noexcept {
+  return static_cast<uint8_t>(traffic_class >> 5);
+}
+
+// One class's QPs with untransmitted WRs ("active"), served by processor sharing:
+// each gets an equal share of the rate the class is given, and the head WR of a QP
+// finishes once that QP has been served its bytes. Virtual time `vtime` = bytes
+// served to every active QP of the class so far; a QP's `tag` = the vtime at which
+// its head WR finishes.
+struct PortClass {
+  double vtime = 0;
+  SoftQp* active = nullptr;  // intrusive list
+  uint32_t active_count = 0;
+};
+
+// A port serves its classes by strict priority (an ETS strict scheduler): the whole
+// rate goes to the highest class with active QPs; lower classes wait, their virtual
+// time frozen. Guarded by the lock.
 struct PortModel {
   double bytes_per_ns = 0;  // 0 = unlimited
   uint64_t latency_ns = 0;
   double now_ns = 0;  // the model has run up to here
-  double vtime = 0;
-  SoftQp* active = nullptr;  // intrusive list
-  uint32_t active_count = 0;
+  PortClass classes[kServiceClasses];
+  uint32_t active_count = 0;  // over every class
   uint64_t bytes = 0;
   uint64_t wrs = 0;
   double busy_ns = 0;
+  // The class served now; only while active_count > 0.
+  PortClass& servedClass() noexcept {
+    for (int c = kServiceClasses - 1; c > 0; --c) {
+      if (classes[c].active_count > 0) return classes[c];
+    }
+    return classes[0];
+  }
 };
 
 struct DeviceState {
@@ -524,6 +548,7 @@ class SoftQp final : public QueuePair {
   SoftQp* port_prev_ = nullptr;
   SoftQp* port_next_ = nullptr;
   bool in_port_ = false;
+  uint8_t service_class_ = 0;  // set at RTR from QpRemote::traffic
   double tag_ = 0;
   SoftQp* cq_prev_ = nullptr;
   SoftQp* cq_next_ = nullptr;

@@ -82,6 +82,7 @@ Status SoftQp::modifyToRtr(const QpRemote& remote) {
   peer_ = std::move(peer).value();
   remote_ = *view;
   remote_qp_num_ = remote.qp_num;
+  service_class_ = serviceClassOf(remote.traffic.traffic_class);
   TENT_DEBUG(kFabric, "soft QP %u on %s -> pid %u device %u qp %u", qp_num_,
              dev_->info.name.c_str(), address.pid, address.device_index, remote.qp_num);
   return transition(QpState::kInit, QpState::kRtr);

@@ -4,8 +4,10 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <iterator>
 
 #include "fabric/verbs/verbs_objects.h"
 #include "tent/log.h"
@@ -115,26 +117,6 @@ int toIbvAccess(uint32_t access) noexcept {
   return flags;
 }
 
-Result<int> selectGidIndex(const VerbsOps& ops, ibv_context* context, uint8_t port,
-                           const ibv_port_attr& port_attr, int configured) {
-  if (configured >= 0) {
-    if (configured >= port_attr.gid_tbl_len) {
-      return Status::InvalidArgument("verbs: gid_index " + std::to_string(configured) +
-                                     " is outside the port's GID table (" +
-                                     std::to_string(port_attr.gid_tbl_len) + " entries)");
-    }
-    return configured;
-  }
-  for (int i = 0; i < port_attr.gid_tbl_len; ++i) {
-    ibv_gid_entry entry{};
-    int rc = ops.query_gid_ex(context, port, static_cast<uint32_t>(i), &entry, 0);
-    if (rc == EOPNOTSUPP || rc == ENOSYS) break;  // old kernel: no GID types to prefer
-    if (rc != 0) continue;                        // ENODATA: an empty entry
-    if (entry.gid_type == IBV_GID_TYPE_ROCE_V2 && isIpv4MappedGid(entry.gid)) return i;
-  }
-  return 0;
-}
-
 // ---- open ---------------------------------------------------------------------
 
 Result<std::unique_ptr<VerbsDevice>> VerbsDevice::open(const VerbsOps& ops, ibv_device* device,
@@ -147,6 +129,7 @@ Result<std::unique_ptr<VerbsDevice>> VerbsDevice::open(const VerbsOps& ops, ibv_
   dev->readSysfsPlacement(device);
   TENT_RETURN_IF_ERROR(dev->openContext(device, config));
   TENT_RETURN_IF_ERROR(dev->setupPort(config));
+  dev->readSysfsTrafficClass();
   TENT_INFO(kFabric, "verbs: opened %s", dev->describe().c_str());
   return dev;
 }
@@ -185,9 +168,11 @@ Status VerbsDevice::setupPort(const config::VerbsFabricConfig& config) {
   TENT_ASSIGN_OR_RETURN(ibv_mtu mtu, mtuFromBytes(config.mtu));
   port_.path_mtu =
       (port_.attr.active_mtu != 0 && port_.attr.active_mtu < mtu) ? port_.attr.active_mtu : mtu;
-  auto gid_index = selectGidIndex(ops_, context_, config.port, port_.attr, config.gid_index);
-  if (!gid_index.ok()) return gid_index.status().withContext("verbs " + info_.name);
-  port_.gid_index = *gid_index;
+  TENT_ASSIGN_OR_RETURN(GidPick gid, selectGid(ops_, context_, info_.name, config.port, port_.attr,
+                                               {config.gid_index, config.gid_interface}));
+  port_.gid_index = gid.index;
+  port_.gid_type = gid.type;
+  port_.netdev = std::move(gid.netdev);
   rc = callError(ops_.query_gid(context_, config.port, port_.gid_index, &port_.gid));
   if (rc != 0) {
     return Status::IoError("verbs " + info_.name + ": query_gid(" +
@@ -218,6 +203,22 @@ void VerbsDevice::readSysfsPlacement(ibv_device* device) {
   }
 }
 
+// MLNX_OFED: /sys/class/infiniband/<dev>/tc/<port>/traffic_class holds "Global
+// tclass=N" when an operator set one; the NIC then sends every QP's packets with N
+// whatever the QP's address vector says, so fabric qos has no effect there.
+void VerbsDevice::readSysfsTrafficClass() {
+  std::ifstream in(sysfs_path_ + "/tc/" + std::to_string(port_.port_num) + "/traffic_class");
+  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  const size_t digit = text.find_first_of("0123456789");
+  if (digit == std::string::npos) return;
+  sysfs_traffic_class_ = std::atoi(text.c_str() + digit);
+  TENT_WARN(kFabric,
+            "verbs %s port %u: the host-wide traffic class %d (sysfs tc/%u/traffic_class) "
+            "overrides the traffic_class of every QP (qos.*.traffic_class has no effect here)",
+            info_.name.c_str(), unsigned{port_.port_num}, sysfs_traffic_class_,
+            unsigned{port_.port_num});
+}
+
 VerbsDevice::~VerbsDevice() {
   if (pd_ != nullptr) {
     int rc = ops_.dealloc_pd(pd_);
@@ -229,11 +230,17 @@ VerbsDevice::~VerbsDevice() {
 }
 
 std::string VerbsDevice::describe() const {
-  char text[256];
-  std::snprintf(text, sizeof(text), "%s port %u %s %.0f Gb/s mtu %d gid_index %d lid %u",
+  char text[384];
+  std::snprintf(text, sizeof(text),
+                "%s port %u %s %.0f Gb/s mtu %d gid_index %d (%s %s%s%s) lid %u",
                 info_.name.c_str(), unsigned{port_.port_num}, linkLayerName(port_.attr.link_layer),
-                info_.link_gbps, 128 << port_.path_mtu, port_.gid_index, unsigned{port_.attr.lid});
-  return text;
+                info_.link_gbps, 128 << port_.path_mtu, port_.gid_index,
+                gidTypeName(port_.gid_type), gidText(port_.gid).c_str(),
+                port_.netdev.empty() ? "" : " on ", port_.netdev.c_str(), unsigned{port_.attr.lid});
+  std::string out = text;
+  if (sysfs_traffic_class_ >= 0)
+    out += " sysfs traffic_class " + std::to_string(sysfs_traffic_class_) + " overrides qos";
+  return out;
 }
 
 PortIdentity VerbsDevice::portIdentity() const {
@@ -241,6 +248,26 @@ PortIdentity VerbsDevice::portIdentity() const {
   std::memcpy(id.gid.data(), port_.gid.raw, 16);
   id.lid = port_.attr.lid;
   return id;
+}
+
+PortLink VerbsDevice::portLink() const {
+  PortLink link;
+  link.link_layer = port_.ethernet() ? LinkLayer::kEthernet : LinkLayer::kInfiniband;
+  switch (port_.gid_type) {
+    case IBV_GID_TYPE_IB:
+      link.gid_type = GidType::kIb;
+      break;
+    case IBV_GID_TYPE_ROCE_V1:
+      link.gid_type = GidType::kRoceV1;
+      break;
+    case IBV_GID_TYPE_ROCE_V2:
+      link.gid_type = GidType::kRoceV2;
+      break;
+    default:
+      link.gid_type = GidType::kUnknown;
+  }
+  link.mtu_bytes = 128u << port_.path_mtu;
+  return link;
 }
 
 // Bytes from the port's sysfs counters (4-byte units, both directions); WRs from polls.

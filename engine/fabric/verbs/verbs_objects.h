@@ -47,9 +47,9 @@ inline constexpr int kPostChunkSges = 64;
 inline constexpr uint32_t kMaxSgePerWr = kPostChunkSges;
 inline constexpr int kPollChunk = 32;  // ibv_wc read per poll call
 inline constexpr uint8_t kHopLimit = 64;
-inline constexpr uint8_t kMinRnrTimer = 12;   // 0.64 ms; only SENDs (notify QPs) need RQ WRs
-inline constexpr int kRecvChunkWrs = 16;      // ibv_recv_wr built on the stack per post call
-inline constexpr uint32_t kInitialSqPsn = 0;  // see modifyToRts()
+inline constexpr uint8_t kMaxServiceLevel = 15;
+inline constexpr uint8_t kMinRnrTimer = 12;  // 0.64 ms; only SENDs (notify QPs) need RQ WRs
+inline constexpr int kRecvChunkWrs = 16;     // ibv_recv_wr built on the stack per post call
 
 // ---- device checks (verbs_device_check.cc) -------------------------------------
 enum class DeviceTransport : uint8_t { kInfinibandOrRoce, kEfa, kIwarp, kOther };
@@ -67,10 +67,27 @@ Result<ibv_mtu> mtuFromBytes(uint32_t bytes);
 double linkGbps(uint8_t active_speed, uint8_t active_width) noexcept;
 bool isIpv4MappedGid(const ibv_gid& gid) noexcept;
 int toIbvAccess(uint32_t access) noexcept;
-// The GID index to use: `configured` when >= 0 (checked), otherwise the first
-// RoCE v2 IPv4-mapped GID, otherwise 0.
-Result<int> selectGidIndex(const VerbsOps& ops, ibv_context* context, uint8_t port,
-                           const ibv_port_attr& port_attr, int configured);
+bool isLinkLocalGid(const ibv_gid& gid) noexcept;  // fe80::/10
+std::string gidText(const ibv_gid& gid);
+const char* gidTypeName(uint32_t type) noexcept;  // "IB", "RoCEv1", "RoCEv2", "unknown"
+
+// GID selection (verbs_gid.cc). `configured` >= 0: that index (checked against the
+// table). Otherwise IB: index 0; RoCE: the RoCE v2 GID on an up netdev, non
+// link-local first, then on `interface` (or, when that is empty, the default
+// route's interface), then IPv4-mapped, then the lowest index. With `interface` set
+// only GIDs on that netdev qualify. None: NotFound naming device, port and table.
+struct GidChoice {
+  int configured = -1;
+  std::string interface;
+};
+inline constexpr uint32_t kGidTypeUnknown = 0xff;  // the kernel could not say
+struct GidPick {
+  int index = 0;
+  uint32_t type = kGidTypeUnknown;  // ibv_gid_type
+  std::string netdev;               // "" when none / unknown
+};
+Result<GidPick> selectGid(const VerbsOps& ops, ibv_context* context, const std::string& device,
+                          uint8_t port, const ibv_port_attr& port_attr, const GidChoice& choice);
 
 // What a device learnt at open and every QP transition of it uses.
 struct PortSetup {
@@ -78,7 +95,9 @@ struct PortSetup {
   ibv_port_attr attr{};
   int gid_index = 0;
   ibv_gid gid{};
-  ibv_mtu path_mtu = IBV_MTU_4096;  // min(config, port's active MTU)
+  uint32_t gid_type = kGidTypeUnknown;  // ibv_gid_type of gid_index
+  std::string netdev;                   // the GID's netdev ("" on IB)
+  ibv_mtu path_mtu = IBV_MTU_4096;      // min(config, port's active MTU)
   uint8_t timeout = 14;
   uint8_t retry_cnt = 7;
   uint8_t rnr_retry = 7;
@@ -209,6 +228,7 @@ class VerbsQp final : public QueuePair {
   ibv_qp* qp_;
   uint32_t max_send_wr_;
   uint32_t max_sge_;
+  uint32_t sq_psn_ = 0;  // QpRemote::local_psn, from RTR to RTS
   uint32_t cq_index_ = 0;
   bool attached_ = false;
   std::atomic<QpState> state_{QpState::kReset};
@@ -242,6 +262,7 @@ class VerbsDevice final : public Device {
 
   const DeviceInfo& info() const noexcept override { return info_; }
   PortIdentity portIdentity() const override;
+  PortLink portLink() const override;
   Result<std::unique_ptr<MemoryRegion>> registerMemory(void* addr, size_t length,
                                                        uint32_t access) override;
   // dma-buf first, ibv_reg_mr (nvidia-peermem) second (verbs_gpu_memory.cc).
@@ -266,6 +287,8 @@ class VerbsDevice final : public Device {
   Status openContext(ibv_device* device, const config::VerbsFabricConfig& config);
   Status setupPort(const config::VerbsFabricConfig& config);
   void readSysfsPlacement(ibv_device* device);
+  // MLNX_OFED's host-wide tc/<port>/traffic_class, which overrides every QP's.
+  void readSysfsTrafficClass();
   // The MR through dma-buf, or nullptr with `*why` saying what was missing or failed.
   ibv_mr* registerDmabuf(void* addr, size_t length, int ibv_access, int device, std::string* why);
 
@@ -276,6 +299,7 @@ class VerbsDevice final : public Device {
   PortSetup port_;
   DeviceInfo info_;
   std::string sysfs_path_;
+  int sysfs_traffic_class_ = -1;  // -1: not set (upstream kernels have no such knob)
   std::atomic<uint64_t> completions_{0};
   std::atomic<bool> relaxed_ordering_{false};  // registrations ask for it (config, kernel)
   uint32_t signal_every_ = 1;                  // fabric.verbs.signal_every

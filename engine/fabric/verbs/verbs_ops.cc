@@ -1,6 +1,7 @@
 // realVerbsOps(): the production table. The lambdas wrap what verbs.h defines as
 // static inlines or macros, so every entry is a plain function pointer.
 #include "fabric/verbs/verbs_ops.h"
+#include "fabric/verbs/verbs_netdev.h"
 
 #include <atomic>
 
@@ -49,6 +50,8 @@ VerbsOps makeRealOps() noexcept {
     return ibv_post_recv(qp, wr, bad);
   };
   ops.poll_cq = [](ibv_cq* cq, int n, ibv_wc* wc) { return ibv_poll_cq(cq, n, wc); };
+  ops.query_netdev = verbs::queryHostNetdev;
+  ops.default_route_netdev = verbs::hostDefaultRouteNetdev;
   return ops;
 }
 

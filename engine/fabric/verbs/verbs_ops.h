@@ -49,6 +49,14 @@ struct VerbsOps {
   int (*post_send)(ibv_qp* qp, ibv_send_wr* wr, ibv_send_wr** bad_wr);
   int (*post_recv)(ibv_qp* qp, ibv_recv_wr* wr, ibv_recv_wr** bad_wr);
   int (*poll_cq)(ibv_cq* cq, int num_entries, ibv_wc* wc);
+
+  // ---- the host's network interfaces (not libibverbs; faked beside it) -------
+  // A RoCE GID sits on a netdev (ibv_gid_entry.ndev_ifindex): its name (NUL-terminated,
+  // at most IF_NAMESIZE bytes) and whether it is up. 0, or an errno (ENODEV: no such
+  // interface).
+  int (*query_netdev)(uint32_t ifindex, char* name, size_t name_len, bool* up);
+  // The interface of the IPv4 default route: 0 with its name, or ENOENT without one.
+  int (*default_route_netdev)(char* name, size_t name_len);
 };
 
 // The table filled from libibverbs.

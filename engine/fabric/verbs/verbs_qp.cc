@@ -1,5 +1,6 @@
 // Control path of the verbs QP, CQ and MR: creation bookkeeping and the RC state
 // machine RESET -> INIT -> RTR -> RTS (-> ERR) with the attributes real NICs need.
+#include <algorithm>
 #include <bit>
 #include <cstring>
 
@@ -155,26 +156,40 @@ Status VerbsQp::modifyToInit() {
 }
 
 // RoCE always routes by GID (GRH); IB uses the LID, and the GRH too when the
-// peer has no LID (a routed fabric).
+// peer has no LID (a routed fabric). The path MTU is the smaller of both ports'
+// (a larger one than the peer's port takes is dropped there, one direction only).
 Status VerbsQp::modifyToRtr(const QpRemote& remote) {
   const PortSetup& port = device_.port();
   bool global = port.ethernet() || remote.port.lid == 0;
+  const std::string who = "verbs " + device_.name() + " qp " + std::to_string(qpNum());
   if (global && isZeroGid(remote.port.gid)) {
     return Status::InvalidArgument(
-        "verbs " + device_.name() + " qp " + std::to_string(qpNum()) +
-        ": modify to RTR: remote GID is zero and " +
+        who + ": modify to RTR: remote GID is zero and " +
         (port.ethernet() ? "RoCE needs a GID" : "the remote has no LID"));
+  }
+  ibv_mtu path_mtu = port.path_mtu;
+  if (remote.mtu_bytes != 0) {
+    auto remote_mtu = mtuFromBytes(remote.mtu_bytes);
+    if (!remote_mtu.ok()) return remote_mtu.status().withContext(who + ": the peer's port MTU");
+    path_mtu = std::min(path_mtu, *remote_mtu);
+  }
+  if (remote.traffic.service_level > kMaxServiceLevel || remote.psn > kMaxPsn ||
+      remote.local_psn > kMaxPsn) {
+    return Status::InvalidArgument(
+        who + ": modify to RTR: service level " + std::to_string(remote.traffic.service_level) +
+        " (max " + std::to_string(kMaxServiceLevel) + ") or a PSN (" + std::to_string(remote.psn) +
+        ", " + std::to_string(remote.local_psn) + "; 24 bits) out of range");
   }
   ibv_qp_attr attr{};
   attr.qp_state = IBV_QPS_RTR;
-  attr.path_mtu = port.path_mtu;
+  attr.path_mtu = path_mtu;
   attr.dest_qp_num = remote.qp_num;
   attr.rq_psn = remote.psn;
   attr.max_dest_rd_atomic = port.max_dest_rd_atomic;
   attr.min_rnr_timer = kMinRnrTimer;
   attr.ah_attr.port_num = port.port_num;
   attr.ah_attr.dlid = remote.port.lid;
-  attr.ah_attr.sl = 0;
+  attr.ah_attr.sl = remote.traffic.service_level;
   attr.ah_attr.src_path_bits = 0;
   attr.ah_attr.static_rate = 0;
   if (global) {
@@ -183,15 +198,17 @@ Status VerbsQp::modifyToRtr(const QpRemote& remote) {
     attr.ah_attr.grh.sgid_index = static_cast<uint8_t>(port.gid_index);
     attr.ah_attr.grh.hop_limit = kHopLimit;
     attr.ah_attr.grh.flow_label = 0;
-    attr.ah_attr.grh.traffic_class = 0;
+    attr.ah_attr.grh.traffic_class = remote.traffic.traffic_class;
   }
   int mask = IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN |
              IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER;
-  return modify(attr, mask, QpState::kInit, QpState::kRtr);
+  TENT_RETURN_IF_ERROR(modify(attr, mask, QpState::kInit, QpState::kRtr));
+  sq_psn_ = remote.local_psn;
+  return Status::OK();
 }
 
-// Every tent QP starts sending at PSN kInitialSqPsn; QpRemote::psn is the PSN the
-// remote starts sending with (our rq_psn), so peers that leave it at 0 agree.
+// The QP starts sending at the PSN its peer was told (QpRemote::local_psn at RTR; the
+// peer's rq_psn); 0 toward peers that exchange no PSNs.
 Status VerbsQp::modifyToRts() {
   const PortSetup& port = device_.port();
   ibv_qp_attr attr{};
@@ -199,7 +216,7 @@ Status VerbsQp::modifyToRts() {
   attr.timeout = port.timeout;
   attr.retry_cnt = port.retry_cnt;
   attr.rnr_retry = port.rnr_retry;
-  attr.sq_psn = kInitialSqPsn;
+  attr.sq_psn = sq_psn_;
   attr.max_rd_atomic = port.max_rd_atomic;
   int mask = IBV_QP_STATE | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY | IBV_QP_SQ_PSN |
              IBV_QP_MAX_QP_RD_ATOMIC;

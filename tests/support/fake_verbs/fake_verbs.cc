@@ -174,6 +174,20 @@ int pollCq(ibv_cq*, int max, ibv_wc* wc) {
   return n;
 }
 
+int queryNetdev(uint32_t ifindex, char* name, size_t name_len, bool* up) {
+  auto it = g_fake->netdevs.find(ifindex);
+  if (it == g_fake->netdevs.end()) return ENODEV;
+  std::snprintf(name, name_len, "%s", it->second.name.c_str());
+  *up = it->second.up;
+  return 0;
+}
+
+int defaultRouteNetdev(char* name, size_t name_len) {
+  if (g_fake->default_route.empty()) return ENOENT;
+  std::snprintf(name, name_len, "%s", g_fake->default_route.c_str());
+  return 0;
+}
+
 VerbsOps makeFakeOps() {
   VerbsOps ops{};
   ops.get_device_list = getDeviceList;
@@ -200,6 +214,8 @@ VerbsOps makeFakeOps() {
   ops.modify_qp = modifyQp;
   ops.post_send = postSend;
   ops.poll_cq = pollCq;
+  ops.query_netdev = queryNetdev;
+  ops.default_route_netdev = defaultRouteNetdev;
   return ops;
 }
 
@@ -247,8 +263,19 @@ void FakeVerbs::addDevice(const std::string& name, Kind kind) {
   devices.push_back(std::move(d));
 }
 
-void FakeVerbs::setGid(int index, ibv_gid_type type, const std::string& text) {
+uint32_t FakeVerbs::netdevIndex(const std::string& name) {
+  for (const auto& [index, netdev] : netdevs) {
+    if (netdev.name == name) return index;
+  }
+  const uint32_t index = static_cast<uint32_t>(netdevs.size()) + 2;  // 1 is lo
+  netdevs[index] = Netdev{name, true};
+  return index;
+}
+
+void FakeVerbs::setGid(int index, ibv_gid_type type, const std::string& text,
+                       const std::string& netdev) {
   ibv_gid_entry e{};
+  e.ndev_ifindex = netdev.empty() ? 0 : netdevIndex(netdev);
   inet_pton(AF_INET6, text.c_str(), e.gid.raw);
   e.gid_index = static_cast<uint32_t>(index);
   e.port_num = 1;

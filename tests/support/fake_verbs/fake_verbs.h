@@ -42,8 +42,19 @@ struct FakeVerbs {
   // Per device: its port's attributes (state, link layer) differ from port_attr.
   std::map<std::string, ibv_port_attr> port_attr_of;
   std::map<std::string, int> fail_open_of;  // device name -> errno of open_device
-  void setGid(int index, ibv_gid_type type,
-              const std::string& text);  // "::ffff:10.0.0.1" / "fe80::1"
+  // "::ffff:10.0.0.1" / "fe80::1", on the netdev named `netdev` (created up when new;
+  // "" leaves the entry without one, as IB GIDs are).
+  void setGid(int index, ibv_gid_type type, const std::string& text,
+              const std::string& netdev = "eth0");
+  // The host's netdevs by ifindex (query_netdev), and the default route's interface
+  // ("": none, default_route_netdev says ENOENT).
+  struct Netdev {
+    std::string name;
+    bool up = true;
+  };
+  std::map<uint32_t, Netdev> netdevs;
+  std::string default_route;
+  uint32_t netdevIndex(const std::string& name);  // creates it (up) when new
   std::vector<std::unique_ptr<ibv_device>> devices;
   bool list_returns_null = false;
   ibv_device_attr device_attr{};

@@ -151,6 +151,7 @@ void Fabric::buildDevice(uint32_t index, const LoopbackDeviceSpec& spec) {
     d->gids[i].gid_index = static_cast<uint32_t>(i);
     d->gids[i].port_num = 1;
     d->gids[i].gid_type = type;
+    d->gids[i].ndev_ifindex = spec.roce ? kNetdevIfindexBase + index : 0;
     d->gid_used[i] = true;
   };
   const std::string n = std::to_string(index + 1);
@@ -328,6 +329,16 @@ void Fabric::leaveRegistration() {
 
 void LoopbackVerbs::setOnContractBreak(OnContractBreak policy) noexcept {
   fabric_->policy.store(policy, std::memory_order_relaxed);
+}
+
+std::vector<LoopbackTransition> LoopbackVerbs::transitions() const {
+  std::lock_guard<std::mutex> lock(fabric_->transitions_mu);
+  return fabric_->transitions;
+}
+
+void loopback::Fabric::recordTransition(const LoopbackTransition& t) {
+  std::lock_guard<std::mutex> lock(transitions_mu);
+  transitions.push_back(t);
 }
 
 const std::string& LoopbackVerbs::sysfsRoot() const noexcept {

@@ -56,6 +56,9 @@ inline constexpr int kMaxCqe = (4 << 20) - 1;
 inline constexpr int kMaxRdAtomic = 16;
 inline constexpr uint32_t kMax24Bit = 0xffffff;
 
+// A RoCE device's netdev ifindex: this + the device's index (named lbnet<index>).
+inline constexpr uint32_t kNetdevIfindexBase = 100;
+
 struct Device {
   Fabric* fabric = nullptr;
   uint32_t index = 0;
@@ -270,6 +273,9 @@ class Fabric {
   std::unordered_map<uint64_t, std::shared_ptr<Qp>> qps;  // key(device, qp_num)
   uint32_t next_key = 1;                                  // under `tables`, exclusive
   std::atomic<uint32_t> next_qpn{0x100};
+  mutable std::mutex transitions_mu;
+  std::vector<LoopbackTransition> transitions;  // under transitions_mu
+  void recordTransition(const LoopbackTransition& t);
 
   static uint64_t key(const Device& d, uint32_t k) noexcept {
     return (uint64_t{d.index} << 32) | k;

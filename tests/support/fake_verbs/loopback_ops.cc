@@ -5,6 +5,7 @@
 // QP state machine in loopback_qp.cc.
 #include <fcntl.h>
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
 
 #include "base/mapped_range.h"
@@ -304,6 +305,14 @@ VerbsOps makeOps() noexcept {
   ops.post_send = postSend;
   ops.post_recv = postRecv;
   ops.poll_cq = pollCq;
+  // Every RoCE device's GIDs sit on its own netdev, always up (loopback_fabric.cc).
+  ops.query_netdev = [](uint32_t ifindex, char* name, size_t len, bool* up) {
+    if (ifindex < kNetdevIfindexBase) return ENODEV;
+    std::snprintf(name, len, "lbnet%u", ifindex - kNetdevIfindexBase);
+    *up = true;
+    return 0;
+  };
+  ops.default_route_netdev = [](char*, size_t) { return ENOENT; };
   return ops;
 }
 

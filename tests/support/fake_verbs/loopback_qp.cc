@@ -165,6 +165,18 @@ int Qp::modify(const ibv_qp_attr& attr, int mask) {
   if (mask & IBV_QP_SQ_PSN) sq_psn_ = attr.sq_psn;
   if (mask & IBV_QP_TIMEOUT) timeout_ = attr.timeout;
   if (mask & IBV_QP_RETRY_CNT) retry_cnt_ = attr.retry_cnt;
+  if (next == IBV_QPS_RTR || next == IBV_QPS_RTS) {
+    LoopbackTransition t;
+    t.device = device.spec.name;
+    t.qp_num = qpn;
+    t.state = next;
+    t.traffic_class = attr.ah_attr.grh.traffic_class;
+    t.service_level = attr.ah_attr.sl;
+    t.path_mtu = attr.path_mtu;
+    t.rq_psn = attr.rq_psn;
+    t.sq_psn = attr.sq_psn;
+    if (cur != next) fabric.recordTransition(t);
+  }
   setStateLocked(next);
   handle.ibv.state = next;
   if (next == IBV_QPS_ERR) {

@@ -70,6 +70,18 @@ struct RegistrationModel {
   std::string fail_on_device;                // reg_mr on this device fails with ENOMEM
 };
 
+// One RTR or RTS a QP went through: what it will put on the wire (issue 24's checks
+// that traffic class, SL, MTU and PSNs reach both sides of a connection).
+struct LoopbackTransition {
+  std::string device;
+  uint32_t qp_num = 0;
+  int state = 0;  // IBV_QPS_RTR or IBV_QPS_RTS
+  uint8_t traffic_class = 0, service_level = 0;  // RTR: the address vector's
+  int path_mtu = 0;                              // RTR: ibv_mtu
+  uint32_t rq_psn = 0;                           // RTR
+  uint32_t sq_psn = 0;                           // RTS
+};
+
 // One fabric at a time per process: get_device_list() has no argument through
 // which to find its fabric. Every object must be destroyed before the fabric.
 class LoopbackVerbs {
@@ -89,6 +101,8 @@ class LoopbackVerbs {
   // The directory standing in for /sys/class/infiniband (numa_node, PCI link, port
   // counters), removed with the fabric.
   const std::string& sysfsRoot() const noexcept;
+  // Every successful modify to RTR or RTS so far, in order.
+  std::vector<LoopbackTransition> transitions() const;
 
  private:
   std::unique_ptr<loopback::Fabric> fabric_;

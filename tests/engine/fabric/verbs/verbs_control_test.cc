@@ -148,18 +148,7 @@ TEST_F(VerbsControlTest, AutoGidPrefersRoceV2Ipv4Mapped) {
   EXPECT_NE(provider->linkModel().find("gid_index 3"), std::string::npos);
 }
 
-TEST_F(VerbsControlTest, AutoGidFallsBackToIndexZero) {
-  fake_.gids.erase(3);  // no RoCE v2 IPv4-mapped entry left
-  auto provider = open();
-  EXPECT_EQ(provider->device(0).portIdentity().gid, gidOf("fe80::1"));
-  EXPECT_NE(provider->linkModel().find("gid_index 0"), std::string::npos);
-}
-
-TEST_F(VerbsControlTest, AutoGidWithoutGidTypesUsesIndexZero) {
-  fake_.query_gid_ex_rc = EOPNOTSUPP;
-  auto provider = open();
-  EXPECT_NE(provider->linkModel().find("gid_index 0"), std::string::npos);
-}
+// More GID choices: verbs_gid_test.cc.
 
 TEST_F(VerbsControlTest, ConfiguredGidIndexIsUsedAndChecked) {
   config_.gid_index = 2;
@@ -286,7 +275,7 @@ TEST_F(VerbsControlTest, RtsSetsTimeoutsRetriesPsnAndReadDepth) {
   EXPECT_EQ(m.attr.timeout, 18);
   EXPECT_EQ(m.attr.retry_cnt, 6);
   EXPECT_EQ(m.attr.rnr_retry, 5);
-  EXPECT_EQ(m.attr.sq_psn, verbs::kInitialSqPsn);
+  EXPECT_EQ(m.attr.sq_psn, 0u);  // QpRemote::local_psn (0 in remote())
   EXPECT_EQ(m.attr.max_rd_atomic, 4);
   EXPECT_EQ(q.qp->state(), QpState::kRts);
 }
