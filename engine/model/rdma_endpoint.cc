@@ -71,9 +71,12 @@ Status RdmaEndPoint::createActiveQps(const EndpointQpShape& shape) {
   return Status::OK();
 }
 
+// One PSN per QP the kPsn tag names: the data QPs (rail included), then the direct QP.
+// Not the notify QPs (qpCount() counts them): their link wires itself.
 void RdmaEndPoint::drawPsns() {
   psns_.clear();
-  for (size_t i = 0; i < qpCount(); ++i) psns_.push_back(randomPsn());
+  const size_t qps = data_qps_.size() + (direct_qp_ ? 1 : 0);
+  for (size_t i = 0; i < qps; ++i) psns_.push_back(randomPsn());
 }
 
 Status RdmaEndPoint::createPassiveQps(uint32_t data_qps, bool direct,
