@@ -4,6 +4,7 @@
 #include <tbb/task_arena.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <string>
 
@@ -76,6 +77,9 @@ Result<ChunkRegions> registerHostChunks(std::span<const HostChunk> chunks,
   // one per core, so its own arena as wide as the devices (TBB may still run fewer
   // at once where the machine has fewer hardware threads).
   tbb::task_arena arena(static_cast<int>(std::max<size_t>(contexts.size(), 1)));
+  // TBB joins its workers with its own atomics, which ThreadSanitizer does not see (libtbb
+  // is not instrumented): a release per worker and the acquire below say it explicitly.
+  std::atomic<size_t> finished{0};
   arena.execute([&] {
     tbb::parallel_for(size_t{0}, contexts.size(), [&](size_t d) {
       results[d] = registerOnDevice(chunks, *contexts[d], access, d, mrs);
@@ -83,8 +87,10 @@ Result<ChunkRegions> registerHostChunks(std::span<const HostChunk> chunks,
         TENT_INFO(kEngine, "registered %.1f GiB on %s in %.1f s", gib(bytes),
                   contexts[d]->name().c_str(), secondsSince(start));
       }
+      finished.fetch_add(1, std::memory_order_release);
     });
   });
+  (void)finished.load(std::memory_order_acquire);
   for (Status& s : results)
     if (!s.ok()) return s;  // `mrs` goes out of scope: every region is released
   if (progress) {
