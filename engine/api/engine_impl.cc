@@ -55,16 +55,17 @@ Status TransferEngineImpl::release(void* addr, const Allocation& a) {
 }
 
 Result<void*> TransferEngineImpl::allocateLocalMemory(size_t length, const Location& location,
-                                                      MemoryAccess access) {
+                                                      MemoryAccess access,
+                                                      const std::string& name) {
   if (length == 0) return Status::InvalidArgument("allocate: zero length");
   auto gpu = cuda::parseCudaLocation(location);
   if (!gpu.ok()) return gpu.status().withContext("allocate");
-  if (*gpu >= 0) return allocateDeviceMemory(length, *gpu, location, access);
+  if (*gpu >= 0) return allocateDeviceMemory(length, *gpu, location, access, name);
   int numa = -1;
   if (location.rfind("cpu:", 0) == 0) numa = std::atoi(location.c_str() + 4);
   auto mem = provider_->allocateMemory(length, numa);
   if (!mem.ok()) return mem.status();
-  Status s = transport_->registerBuffer(*mem, length, location, true, access);
+  Status s = transport_->registerBuffer(*mem, length, location, true, access, name);
   if (!s.ok()) {
     (void)provider_->freeMemory(*mem, length);
     return s;
@@ -77,10 +78,11 @@ Result<void*> TransferEngineImpl::allocateLocalMemory(size_t length, const Locat
 // cuda:N is device memory of GPU N or an error: never host memory in its place.
 Result<void*> TransferEngineImpl::allocateDeviceMemory(size_t length, int gpu,
                                                        const Location& location,
-                                                       MemoryAccess access) {
+                                                       MemoryAccess access,
+                                                       const std::string& name) {
   auto mem = cuda::allocateDevice(gpu, length);
   if (!mem.ok()) return mem.status().withContext("allocate " + location);
-  Status s = transport_->registerBuffer(mem->ptr, length, location, true, access);
+  Status s = transport_->registerBuffer(mem->ptr, length, location, true, access, name);
   if (!s.ok()) {
     (void)cuda::freeDevice(*mem);
     return s;
@@ -111,8 +113,8 @@ Status TransferEngineImpl::freeLocalMemory(void* addr, UnregisterMode mode) {
 }
 
 Status TransferEngineImpl::registerLocalMemory(void* addr, size_t length, const Location& location,
-                                               MemoryAccess access) {
-  return transport_->registerBuffer(addr, length, location, false, access);
+                                               MemoryAccess access, const std::string& name) {
+  return transport_->registerBuffer(addr, length, location, false, access, name);
 }
 
 Status TransferEngineImpl::unregisterLocalMemory(void* addr, UnregisterMode mode) {

@@ -31,10 +31,12 @@ class TransferEngineImpl final : public TransferEngine {
   std::string controlAddress() const override { return transport_->controlAddress(); }
   // Same default arguments as the interface, so calls through the impl type work too.
   Result<void*> allocateLocalMemory(size_t length, const Location& location = "*",
-                                    MemoryAccess access = MemoryAccess::kRemoteReadWrite) override;
+                                    MemoryAccess access = MemoryAccess::kRemoteReadWrite,
+                                    const std::string& name = "") override;
   Status freeLocalMemory(void* addr, UnregisterMode mode = UnregisterMode::kFailIfInUse) override;
   Status registerLocalMemory(void* addr, size_t length, const Location& location = "*",
-                             MemoryAccess access = MemoryAccess::kRemoteReadWrite) override;
+                             MemoryAccess access = MemoryAccess::kRemoteReadWrite,
+                             const std::string& name = "") override;
   Status unregisterLocalMemory(void* addr,
                                UnregisterMode mode = UnregisterMode::kFailIfInUse) override;
   Result<SegmentId> openSegment(const std::string& name) override;
@@ -77,7 +79,7 @@ class TransferEngineImpl final : public TransferEngine {
   // the status call returns.
   Result<TransferStatus> settleNotification(BatchSlot& batch, TransferStatus total) noexcept;
   Result<void*> allocateDeviceMemory(size_t length, int gpu, const Location& location,
-                                     MemoryAccess access);
+                                     MemoryAccess access, const std::string& name);
 
   std::shared_ptr<const config::Config> config_;
   std::unique_ptr<topology::Topology> topology_;

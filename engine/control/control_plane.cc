@@ -255,7 +255,17 @@ void ControlPlane::fillStats(EngineStats* out) const {
     out->resources.qps_per_device[deps_.contexts[c]->name()] = n;
     out->resources.qps_live += n;
   }
-  out->control.connections_open = get(counters_.connections_open);
+  // Connections first, then the loopback ends among them: the loopback count rises
+  // after and falls before its connection's, so only a session opening in between
+  // can read one more; peers never read below 0.
+  const uint64_t connections = get(counters_.connections_open);
+  const uint64_t loopback = get(counters_.loopback_connections_open);
+  out->control.connections_open = connections > loopback ? connections - loopback : 0;
+  out->control.loopback_connections_open = loopback;
+  out->control.bytes_received = get(counters_.bytes_received);
+  out->control.bytes_sent = get(counters_.bytes_sent);
+  out->control.frames_received = get(counters_.frames_received);
+  out->control.frames_sent = get(counters_.frames_sent);
   out->control.connections_refused = get(counters_.connections_refused);
   out->control.auth_failures = get(counters_.auth_failures);
   out->control.frames_rejected = get(counters_.frames_rejected);

@@ -303,6 +303,7 @@ void PeerSegments::connect(Peer& p) {
   options.keepalive_ns = uint64_t{b.keepalive_ms} * 1'000'000;
   options.peer_timeout_ns = uint64_t{b.peer_timeout_ms} * 1'000'000;
   options.fetch_descriptor = p.known_descriptor.empty() || p.local;
+  options.loopback = p.local;
   if (p.session) {  // a session replaced before it reported down: destroyed later
     p.closing = true;
     p.session->close(Status::Canceled("session replaced"));

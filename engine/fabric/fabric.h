@@ -164,6 +164,12 @@ struct PortCounters {
   uint64_t bytes = 0;    // payload bytes that crossed the port
   uint64_t busy_ns = 0;  // time the port was transmitting
   uint64_t wrs = 0;      // WRs completed (any status)
+  // Peers' one-sided operations this port served as their target, where the provider
+  // takes part in them (tcp); 0 where the peer's NIC alone does them (verbs, soft).
+  uint64_t target_write_bytes = 0;
+  uint64_t target_writes = 0;
+  uint64_t target_read_bytes = 0;
+  uint64_t target_reads = 0;
 };
 
 // A registered memory region. The datapath reads lkey/rkey as plain fields;

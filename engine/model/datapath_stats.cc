@@ -2,6 +2,13 @@
 
 namespace tent::rdma {
 
+void addTargetCounts(const fabric::PortCounters& port, TargetStats* out) noexcept {
+  out->write_bytes += port.target_write_bytes;
+  out->writes += port.target_writes;
+  out->read_bytes += port.target_read_bytes;
+  out->reads += port.target_reads;
+}
+
 size_t completionCounterSlot() noexcept {
   static std::atomic<size_t> next{0};
   thread_local const size_t slot = next.fetch_add(1, std::memory_order_relaxed);

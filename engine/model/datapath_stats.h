@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <memory>
 
+#include "fabric/fabric.h"
 #include "model/slicing.h"
 #include "tent/transfer_engine.h"
 
@@ -24,6 +25,10 @@ struct alignas(64) CompletionCounterBlock {
   std::atomic<uint64_t> deadlines_missed{0};
   std::atomic<uint64_t> deadlines_expired_at_submit{0};
 };
+
+// Adds what a port served to peers as their target (the provider's count: tcp keeps
+// one; where the peer's NIC alone serves them it is 0). Control path.
+void addTargetCounts(const fabric::PortCounters& port, TargetStats* out) noexcept;
 
 // This thread's block index (assigned on first use, process-wide).
 size_t completionCounterSlot() noexcept;

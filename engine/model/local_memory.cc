@@ -53,6 +53,15 @@ void probeRegions(const topology::RailMap& rails, LocalBuffer* b) {
   }
 }
 
+uint8_t descriptorAccess(MemoryAccess access) {
+  uint8_t bits = 0;
+  if (static_cast<uint8_t>(access) & static_cast<uint8_t>(MemoryAccess::kRemoteRead))
+    bits |= metadata::kBufferRemoteRead;
+  if (static_cast<uint8_t>(access) & static_cast<uint8_t>(MemoryAccess::kRemoteWrite))
+    bits |= metadata::kBufferRemoteWrite;
+  return bits;
+}
+
 bool validAccess(MemoryAccess a) {
   return a == MemoryAccess::kRemoteRead || a == MemoryAccess::kRemoteWrite ||
          a == MemoryAccess::kRemoteReadWrite;
@@ -142,9 +151,14 @@ Status LocalMemory::makeHostBuffers(void* addr, size_t length, const Location& l
 }
 
 Status LocalMemory::registerBuffer(void* addr, size_t length, const Location& location,
-                                   bool engine_allocated, MemoryAccess access) {
+                                   bool engine_allocated, MemoryAccess access,
+                                   const std::string& name) {
   if (!addr || length == 0) return Status::InvalidArgument("register: null address or zero length");
   if (!validAccess(access)) return Status::InvalidArgument("register: unknown memory access mode");
+  if (name.size() > metadata::kMaxBufferNameBytes)
+    return Status::InvalidArgument("register: name is " + std::to_string(name.size()) +
+                                   " bytes, at most " +
+                                   std::to_string(metadata::kMaxBufferNameBytes) + " allowed");
   auto want_gpu = cuda::parseCudaLocation(location);
   if (!want_gpu.ok()) return want_gpu.status().withContext("register");
   // What the memory is, from the CUDA driver when this process has CUDA loaded.
@@ -172,23 +186,30 @@ Status LocalMemory::registerBuffer(void* addr, size_t length, const Location& lo
     TENT_RETURN_IF_ERROR(makeGpuBuffers(*pieces, reinterpret_cast<uint64_t>(addr), engine_allocated,
                                         fabricAccess(access), &buffers));
   }
-  return publishBuffers(std::move(buffers));
+  return publishBuffers(std::move(buffers), name, access);
 }
 
-Status LocalMemory::publishBuffers(std::vector<std::shared_ptr<LocalBuffer>> buffers) {
+Status LocalMemory::publishBuffers(std::vector<std::shared_ptr<LocalBuffer>> buffers,
+                                   const std::string& name, MemoryAccess access) {
+  const uint8_t remote_access = descriptorAccess(access);
   {
     std::lock_guard<std::mutex> lock(mu_);
     auto table = std::make_shared<LocalBufferTable>(*view_.load(std::memory_order_relaxed)->table);
+    uint64_t seq = registered_;
     for (auto& b : buffers) {
       for (const auto& other : table->buffers)
         if (b->addr < other->addr + other->length && other->addr < b->addr + b->length)
           return Status::AlreadyExists("register: range overlaps a registered buffer");
+      b->name = name;
+      b->remote_access = remote_access;
+      b->seq = ++seq;
       auto pos = std::upper_bound(table->buffers.begin(), table->buffers.end(), b->addr,
                                   [](uint64_t a, const auto& x) { return a < x->addr; });
       table->layouts.insert(table->layouts.begin() + (pos - table->buffers.begin()), b->layout);
       table->buffers.insert(pos, std::move(b));
     }
     table->version = ++version_;
+    registered_ = seq;  // only once the whole registration is in
     publishLocked(std::move(table));
   }
   if (on_change_) on_change_();
@@ -207,6 +228,9 @@ metadata::SegmentDescriptor LocalMemory::buildDescriptor(const LocalBufferTable&
   uint32_t ranked[kMaxDevices];
   for (const auto& b : table.buffers) {
     metadata::BufferDescriptor bd{b->addr, b->length, {}, b->rkeys};
+    bd.name = b->name;
+    bd.access = b->remote_access;
+    bd.seq = b->seq;
     for (size_t i = 0; i < b->layout.regions.size(); ++i) {
       const auto& r = b->layout.regions[i];
       size_t n = rails_.preferred(r.location, b->device_mask, ranked, kMaxDevices);

@@ -43,8 +43,9 @@ class LocalMemory {
   // Host memory is one buffer per max_mr_size chunk (usually one). Device memory
   // (location "*" finds it, "cuda:N" must match it) is one buffer per physical
   // allocation, on the devices that can reach its GPU.
+  // `name` (at most metadata::kMaxBufferNameBytes) travels in the descriptor.
   Status registerBuffer(void* addr, size_t length, const Location& location, bool engine_allocated,
-                        MemoryAccess access);
+                        MemoryAccess access, const std::string& name = "");
   // Unregisters every buffer registered at `addr` (local_memory_unregister.cc). While
   // tasks use one of them: kFailIfInUse refuses (FailedPrecondition, how many);
   // kCancelTransfers cancels them and waits up to `drain_ns` for them to end (then
@@ -82,7 +83,9 @@ class LocalMemory {
   Status makeGpuBuffers(const std::vector<cuda::Chunk>& pieces, uint64_t group,
                         bool engine_allocated, uint32_t access,
                         std::vector<std::shared_ptr<LocalBuffer>>* out) const;
-  Status publishBuffers(std::vector<std::shared_ptr<LocalBuffer>> buffers);
+  // Names and numbers the buffers of one registration and publishes them.
+  Status publishBuffers(std::vector<std::shared_ptr<LocalBuffer>> buffers, const std::string& name,
+                        MemoryAccess access);
 
   std::vector<RdmaContext*> contexts_;
   const topology::RailMap& rails_;
@@ -104,6 +107,7 @@ class LocalMemory {
   std::atomic<const LocalTableView*> view_{nullptr};                 // replaced under mu_
   std::vector<std::pair<const LocalTableView*, uint64_t>> retired_;  // view, EBR epoch
   uint64_t version_ = 0;                                             // under mu_
+  uint64_t registered_ = 0;  // under mu_: buffers ever published, for LocalBuffer::seq
 };
 
 }  // namespace tent::rdma

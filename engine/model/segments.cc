@@ -31,6 +31,27 @@ std::shared_ptr<const PeerSegment> makePeerSegment(SegmentId id, bool loopback,
   return seg;
 }
 
+static_assert(static_cast<uint8_t>(MemoryAccess::kRemoteRead) == metadata::kBufferRemoteRead &&
+                  static_cast<uint8_t>(MemoryAccess::kRemoteWrite) == metadata::kBufferRemoteWrite,
+              "descriptor access bits are MemoryAccess values");
+
+std::vector<SegmentBufferInfo> segmentBufferInfos(const metadata::SegmentDescriptor& d) {
+  std::vector<SegmentBufferInfo> out;
+  out.reserve(d.buffers.size());
+  for (const auto& b : d.buffers) {
+    SegmentBufferInfo info{b.addr, b.length, b.regions.empty() ? "*" : b.regions.front().location};
+    info.name = b.name;
+    info.seq = b.seq;
+    if (b.access != 0) info.access = static_cast<MemoryAccess>(b.access);
+    out.push_back(std::move(info));
+  }
+  // A v1/v2 descriptor numbers nothing (seq 0): the stable sort keeps address order.
+  std::stable_sort(
+      out.begin(), out.end(),
+      [](const SegmentBufferInfo& x, const SegmentBufferInfo& y) { return x.seq < y.seq; });
+  return out;
+}
+
 const metadata::RegionDescriptor& regionAt(const metadata::BufferDescriptor& buffer,
                                            uint64_t addr) noexcept {
   for (const auto& r : buffer.regions)

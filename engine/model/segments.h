@@ -24,6 +24,13 @@ struct LocalBuffer {
   // allocations is one buffer per allocation, all unregistered together.
   uint64_t group = 0;
   bool engine_allocated = false;
+  // What the descriptor tells peers: the name given at registration, the remote
+  // access (metadata::kBufferRemoteRead/Write bits) and the registration order
+  // (1 = first buffer registered in this engine; the chunks of one registration
+  // take consecutive numbers in address order).
+  std::string name;
+  uint8_t remote_access = 0;
+  uint64_t seq = 0;
   int gpu_device = -1;  // CUDA ordinal of device memory; -1 for host memory
   // Devices holding an MR of it (bit i = device i): a NIC that cannot reach the GPU
   // has none, and its lkey and rkey are 0.
@@ -61,6 +68,10 @@ std::shared_ptr<const PeerSegment> makePeerSegment(SegmentId id, bool loopback,
                                                    metadata::SegmentDescriptor descriptor,
                                                    const std::vector<std::string>& local_devices,
                                                    uint64_t now_ns);
+
+// The descriptor's buffers as the API lists them: in registration order, or in
+// address order for a v1/v2 descriptor (no order, name or access travels in it).
+std::vector<SegmentBufferInfo> segmentBufferInfos(const metadata::SegmentDescriptor& d);
 
 // Region of `buffer` containing `addr` (the buffer must contain it).
 const metadata::RegionDescriptor& regionAt(const metadata::BufferDescriptor& buffer,

@@ -25,7 +25,7 @@ ClientSession::~ClientSession() {
   if (slow_timer_ != 0) loop_.cancelTimer(slow_timer_);
   reported_down_ = true;  // no callbacks from a session being destroyed
   if (conn_ && !conn_->closed()) {
-    ControlCounters::bump(stats_.connections_open, -1);
+    countClosed();
     conn_.reset();
   }
 }
@@ -38,7 +38,9 @@ void ClientSession::start() {
     return;
   }
   conn_ = std::make_unique<Connection>(loop_, *fd, *this, options_.io_timeout_ns, in_progress);
+  conn_->countTraffic(stats_);
   ControlCounters::bump(stats_.connections_open);
+  if (options_.loopback) ControlCounters::bump(stats_.loopback_connections_open);
   conn_->setDeadline(clock::monotonicNs() + options_.connect_timeout_ns,
                      "no session within bootstrap.connect_timeout_ms");
   Status s = conn_->start();
@@ -48,6 +50,7 @@ void ClientSession::start() {
 
 void ClientSession::onConnected(Connection& c) {
   client_nonce_ = randomNonce();
+  if (options_.loopback) stats_.loopback_nonce = client_nonce_;
   metadata::Hello hello;
   hello.client_nonce = client_nonce_;
   state_ = State::kHello;
@@ -232,8 +235,14 @@ void ClientSession::fail(const Status& why) {
   }
 }
 
-void ClientSession::onClosed(Connection&, const Status& why) {
+void ClientSession::countClosed() noexcept {
+  // The loopback count first: stats() never sees more loopback ends than connections.
+  if (options_.loopback) ControlCounters::bump(stats_.loopback_connections_open, -1);
   ControlCounters::bump(stats_.connections_open, -1);
+}
+
+void ClientSession::onClosed(Connection&, const Status& why) {
+  countClosed();
   if (why.code() == StatusCode::kTimeout) ControlCounters::bump(stats_.deadline_closures);
   fail(why.ok() ? Status::Unavailable("control session to " + name_ + " closed") : why);
 }

@@ -33,6 +33,9 @@ struct ClientOptions {
   // false: the descriptor is known already (a metadata blob, an etcd entry): the
   // session is up once authenticated, and onSessionUp gets no bytes.
   bool fetch_descriptor = true;
+  // The engine's own loopback session (to its own listener): counted apart from
+  // peers' connections, and its server end knows it by its HELLO nonce.
+  bool loopback = false;
 };
 
 class ClientSession final : public Connection::Owner {
@@ -79,6 +82,7 @@ class ClientSession final : public Connection::Owner {
 
  private:
   enum class State : uint8_t { kConnecting, kHello, kAuth, kOpen, kDown };
+  void countClosed() noexcept;  // the connection's end, in the open counts
   struct Pending {
     metadata::FrameType type;
     std::vector<uint8_t> payload;

@@ -123,6 +123,7 @@ void Connection::readFrames() {
       return close(n == 0 ? Status::Unavailable("connection closed by the peer")
                           : Status::Unavailable(std::string("recv: ") + strerror(errno)));
     }
+    if (traffic_) ControlCounters::bump(traffic_->bytes_received, n);
     if (frame_deadline_ == 0) frame_deadline_ = clock::monotonicNs() + io_timeout_ns_;
     if (!in_payload_) {
       header_have_ += static_cast<size_t>(n);
@@ -164,6 +165,7 @@ bool Connection::deliver() {
       return false;
     }
   }
+  if (traffic_) ControlCounters::bump(traffic_->frames_received);
   owner_.onFrame(*this, current_.type, std::move(payload));
   return !closed();
 }
@@ -177,7 +179,9 @@ void Connection::writeQueued() {
     if (n <= 0) return close(Status::Unavailable(std::string("send: ") + strerror(errno)));
     out_offset_ += static_cast<size_t>(n);
     queued_bytes_ -= static_cast<uint64_t>(n);
+    if (traffic_) ControlCounters::bump(traffic_->bytes_sent, n);
     if (out_offset_ == f.size()) {
+      if (traffic_) ControlCounters::bump(traffic_->frames_sent);
       out_.pop_front();
       out_offset_ = 0;
       // Progress: the peer reads. The remaining output gets a fresh budget.

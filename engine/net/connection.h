@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "net/auth.h"
+#include "net/control_stats.h"
 #include "net/event_loop.h"
 #include "wire/control_frames.h"
 
@@ -46,6 +47,8 @@ class Connection final : public EventLoop::Handler {
   bool closed() const noexcept { return fd_ < 0; }
 
   void setMaxPayload(uint32_t bytes) noexcept { max_payload_ = bytes; }
+  // Counts the bytes and frames this connection receives and sends into `counters`.
+  void countTraffic(ControlCounters& counters) noexcept { traffic_ = &counters; }
   // From now on frames are tagged (send) and checked (receive).
   void setSigners(FrameSigner send, FrameSigner receive);
   // The owner's deadline (0: none); passing it closes with `what`.
@@ -71,6 +74,7 @@ class Connection final : public EventLoop::Handler {
   bool want_write_ = false;
   uint32_t max_payload_ = metadata::kMaxUnauthenticatedPayload;
   FrameSigner send_signer_, recv_signer_;
+  ControlCounters* traffic_ = nullptr;
 
   uint8_t header_[metadata::kFrameHeaderBytes];
   size_t header_have_ = 0;

@@ -13,6 +13,7 @@ void OneShotRequest::start(EventLoop& loop, const SocketAddress& to, metadata::F
     return;
   }
   r->conn_ = std::make_unique<Connection>(loop, *fd, *r, timeout_ns, in_progress);
+  r->conn_->countTraffic(stats);
   ControlCounters::bump(stats.connections_open);
   r->conn_->setDeadline(clock::monotonicNs() + timeout_ns, "no answer within the probe's budget");
   r->conn_->setMaxPayload(metadata::kMaxControlPayload);

@@ -28,6 +28,7 @@ ServerSession::ServerSession(ControlServer& server, int fd, PeerSource source)
       source_(std::move(source)) {
   conn_.setDeadline(clock::monotonicNs() + server.options_.handshake_timeout_ns,
                     "no complete handshake within bootstrap.handshake_timeout_ms");
+  conn_.countTraffic(server.stats_);
 }
 
 void ServerSession::touch() {
@@ -92,6 +93,11 @@ void ServerSession::onHello(const std::vector<uint8_t>& payload) {
                                        std::to_string(hello->version) + " is not supported"),
                   false);
   client_nonce_ = hello->client_nonce;
+  const auto& own = server_.stats_.loopback_nonce;
+  if (!loopback_ && own && *own == client_nonce_) {
+    loopback_ = true;  // our own client's HELLO: the loopback session, not a peer
+    ControlCounters::bump(server_.stats_.loopback_connections_open);
+  }
   server_nonce_ = randomNonce();
   metadata::Challenge c;
   c.auth_required = !server_.options_.secret.empty();
@@ -241,6 +247,10 @@ void ControlServer::closeAll() {
   auto sessions = std::move(sessions_);
   sessions_.clear();
   per_source_ = SourceCounts{};
+  const auto loopback =
+      std::count_if(sessions.begin(), sessions.end(), [](const auto& s) { return s->loopback(); });
+  stats_.loopback_connections_open.fetch_sub(static_cast<uint64_t>(loopback),
+                                             std::memory_order_relaxed);
   stats_.connections_open.fetch_sub(sessions.size(), std::memory_order_relaxed);
   // Destroying a session closes its socket without callbacks (the handler is
   // shutting down too).
@@ -253,6 +263,7 @@ void ControlServer::forget(ServerSession* session) {
   std::shared_ptr<ServerSession> dying(std::move(*it));  // destroyed after this event
   sessions_.erase(it);
   per_source_.remove(dying->source().key);
+  if (dying->loopback()) stats_.loopback_connections_open.fetch_sub(1, std::memory_order_relaxed);
   stats_.connections_open.fetch_sub(1, std::memory_order_relaxed);
   loop_.post([dying] {});
 }

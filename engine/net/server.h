@@ -75,6 +75,8 @@ class ServerSession final : public Connection::Owner {
   const PeerSource& source() const noexcept { return source_; }
   // Authenticated (or a one-shot request accepted): it has been served.
   bool authenticated() const noexcept { return opened_; }
+  // The server end of the engine's own loopback session (known from its HELLO).
+  bool loopback() const noexcept { return loopback_; }
 
   void onFrame(Connection& c, metadata::FrameType type, std::vector<uint8_t> payload) override;
   void onClosed(Connection& c, const Status& why) override;
@@ -94,6 +96,7 @@ class ServerSession final : public Connection::Owner {
   State state_ = State::kNew;
   bool one_shot_ = false;
   bool opened_ = false;  // reached kOpen (it stays true while closing)
+  bool loopback_ = false;
   uint64_t id_;
   PeerSource source_;
   uint16_t descriptor_version_ = 0;  // 0: never asked for one

@@ -198,9 +198,10 @@ size_t RdmaTransport::stepPollers() {
 }
 
 Status RdmaTransport::registerBuffer(void* addr, size_t length, const Location& location,
-                                     bool engine_allocated, MemoryAccess access) {
+                                     bool engine_allocated, MemoryAccess access,
+                                     const std::string& name) {
   TENT_RETURN_IF_ERROR(topology::checkLocation(rails_, location).withContext("register"));
-  return local_->registerBuffer(addr, length, location, engine_allocated, access);
+  return local_->registerBuffer(addr, length, location, engine_allocated, access, name);
 }
 
 Status RdmaTransport::unregisterBuffer(void* addr, UnregisterMode mode) {
@@ -221,10 +222,7 @@ Result<std::vector<SegmentBufferInfo>> RdmaTransport::segmentBuffers(SegmentId i
     if (control_->refreshSegment(id).ok()) seg = snapshot();
     if (!seg) return Status::NotFound("segment " + std::to_string(id) + " is not open");
   }
-  std::vector<SegmentBufferInfo> out;
-  for (const auto& b : seg->descriptor.buffers)
-    out.push_back({b.addr, b.length, b.regions.empty() ? "*" : b.regions.front().location});
-  return out;
+  return segmentBufferInfos(seg->descriptor);
 }
 
 namespace {
@@ -275,8 +273,10 @@ void RdmaTransport::fillStats(EngineStats* out) const {
   direct_->fillStats(&out->direct);
   out->bytes_transferred += direct_->counters().bytes.load(std::memory_order_relaxed);
   const CompletionCounters& done = datapath_->completions();
-  for (size_t c = 0; c < contexts_.size(); ++c)
+  for (size_t c = 0; c < contexts_.size(); ++c) {
     out->bytes_per_device[contexts_[c]->name()] += done.bytesOnDevice(c);
+    addTargetCounts(contexts_[c]->device().counters(), &out->target);
+  }
   out->bytes_per_intent.assign(kIntentCount, 0);
   for (size_t i = 0; i < kIntentCount; ++i) out->bytes_per_intent[i] = done.bytesOfIntent(i);
   out->deadlines.expired_at_submit = done.deadlinesExpiredAtSubmit();

@@ -49,7 +49,7 @@ class RdmaTransport {
   const std::string& controlAddress() const noexcept { return control_->controlAddress(); }
   uint64_t instance() const noexcept { return control_->instance(); }
   Status registerBuffer(void* addr, size_t length, const Location& location, bool engine_allocated,
-                        MemoryAccess access);
+                        MemoryAccess access, const std::string& name = "");
   // Refused while tasks use the buffer, or cancels them (LocalMemory::unregisterBuffer).
   Status unregisterBuffer(void* addr, UnregisterMode mode);
   std::shared_ptr<const LocalBufferTable> localTable() const { return local_->table(); }

@@ -22,6 +22,13 @@ std::string hexRange(const void* addr, uint64_t len) {
   return buf;
 }
 
+// A v1/v2 peer does not advertise access (0): its NIC alone decides.
+bool targetPermits(const metadata::BufferDescriptor& b, OpCode op) noexcept {
+  if (b.access == 0) return true;
+  return (b.access &
+          (op == OpCode::WRITE ? metadata::kBufferRemoteWrite : metadata::kBufferRemoteRead)) != 0;
+}
+
 thread_local uint32_t tls_rr = 0;
 
 }  // namespace
@@ -58,6 +65,19 @@ Status RdmaTransport::resolveRequest(const Request& req, size_t index, RdmaTask&
     return Status::OutOfRange(where() + "target " +
                               hexRange(reinterpret_cast<void*>(req.target_offset), req.length) +
                               " is not inside the peer's registered memory");
+  }
+  // Refused here, as the peer's NIC would refuse it, but naming the range and the
+  // access. The peer may have registered the range anew since: refetch.
+  if (!targetPermits(*tb, req.opcode)) {
+    requests_->queueRefresh(req.target_id);
+    const bool write = req.opcode == OpCode::WRITE;
+    return Status::PermissionDenied(
+        where() + (write ? "WRITE to" : "READ from") + " target " +
+        hexRange(reinterpret_cast<void*>(req.target_offset), req.length) +
+        " refused (remote access error): the peer registered buffer " +
+        (tb->name.empty() ? std::string() : "'" + tb->name + "' ") +
+        hexRange(reinterpret_cast<void*>(tb->addr), tb->length) + " " +
+        (write ? "read-only (access r)" : "write-only (access w)"));
   }
   // Every slice is one WR of at most the max message size: refuse what cannot be cut
   // into slices this engine can hold (never truncate).

@@ -170,11 +170,13 @@ std::string Engine::metricsAddress() {
   return u->metricsAddress();
 }
 
-uint64_t Engine::allocateLocalMemory(py::handle length, py::handle location, py::handle access) {
+uint64_t Engine::allocateLocalMemory(py::handle length, py::handle location, py::handle access,
+                                     py::handle name) {
   const uint64_t len = toU64(length, "length");
   const std::string loc = toStr(location, "location");
   const MemoryAccess acc = toAccess(access);
-  void* addr = call([&](TransferEngine& e) { return e.allocateLocalMemory(len, loc, acc); });
+  const std::string n = toStr(name, "name");
+  void* addr = call([&](TransferEngine& e) { return e.allocateLocalMemory(len, loc, acc, n); });
   return reinterpret_cast<uint64_t>(addr);
 }
 
@@ -185,7 +187,7 @@ void Engine::freeLocalMemory(py::handle addr, py::handle cancel) {
 }
 
 void Engine::registerMemory(py::handle buf, py::handle length, py::handle location,
-                            py::handle access) {
+                            py::handle access, py::handle name) {
   Buffer b = toBuffer(buf, /*writable=*/true);
   if (length.is_none() && !b.has_length) raiseInvalid("length: required with an int address");
   const uint64_t len = length.is_none() ? b.length : toU64(length, "length");
@@ -196,8 +198,9 @@ void Engine::registerMemory(py::handle buf, py::handle length, py::handle locati
   // A GPU tensor says where it lives; "*" would find it too, this saves the lookup.
   if (loc == "*" && b.cuda_device >= 0) loc = "cuda:" + std::to_string(b.cuda_device);
   const MemoryAccess acc = toAccess(access);
+  const std::string n = toStr(name, "name");
   void* addr = reinterpret_cast<void*>(b.addr);
-  call([&](TransferEngine& e) { return e.registerLocalMemory(addr, len, loc, acc); });
+  call([&](TransferEngine& e) { return e.registerLocalMemory(addr, len, loc, acc, n); });
   if (b.view || b.owner) registrations_[b.addr] = std::move(b);
 }
 
@@ -243,6 +246,9 @@ py::list Engine::segmentBuffers(py::handle segment) {
     d["addr"] = b.addr;
     d["length"] = b.length;
     d["location"] = b.location;
+    d["name"] = b.name;
+    // None: a v1/v2 peer does not say.
+    d["access"] = b.access ? py::object(py::str(std::string(toString(*b.access)))) : py::none();
     out.append(d);
   }
   return out;

@@ -36,9 +36,11 @@ class Engine {
   // Closes every engine still open (registered with atexit at import).
   static void closeAll();
 
-  uint64_t allocateLocalMemory(py::handle length, py::handle location, py::handle access);
+  uint64_t allocateLocalMemory(py::handle length, py::handle location, py::handle access,
+                               py::handle name);
   void freeLocalMemory(py::handle addr, py::handle cancel);
-  void registerMemory(py::handle buf, py::handle length, py::handle location, py::handle access);
+  void registerMemory(py::handle buf, py::handle length, py::handle location, py::handle access,
+                      py::handle name);
   void unregisterMemory(py::handle buf, py::handle cancel);
 
   SegmentId openSegment(py::handle name);

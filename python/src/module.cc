@@ -90,8 +90,9 @@ void bindRequest(py::module_& m) {
 
 void bindMemoryAndSegments(py::class_<Engine>& c) {
   c.def("allocate_local_memory", &Engine::allocateLocalMemory, py::arg("length"),
-        py::arg("location") = "*", py::arg("access") = "rw",
-        "Engine-allocated memory, registered on every device; returns its address.")
+        py::arg("location") = "*", py::arg("access") = "rw", py::arg("name") = "",
+        "Engine-allocated memory, registered on every device; returns its address. "
+        "name: shown to peers in segment_buffers() (at most 255 bytes).")
       .def("free_local_memory", &Engine::freeLocalMemory, py::arg("addr"),
            py::arg("cancel") = false,
            "Unregisters and frees allocate_local_memory's memory. While transfers use it: "
@@ -99,11 +100,13 @@ void bindMemoryAndSegments(py::class_<Engine>& c) {
            "frees it once they are drained.")
       .def("register_memory", &Engine::registerMemory, py::arg("buf"),
            py::arg("length") = py::none(), py::arg("location") = "*", py::arg("access") = "rw",
+           py::arg("name") = "",
            "buf: an int address (length required), a writable contiguous buffer (numpy array, "
            "memoryview, bytearray; held while registered), or an object with data_ptr() or "
            "__cuda_array_interface__ (torch, cupy; a GPU tensor registers on its GPU). "
            "location '*': host memory by NUMA node, GPU memory by the CUDA driver. "
-           "access: 'r', 'w' or 'rw' (what peers may do).")
+           "access: 'r', 'w' or 'rw' (what peers may do). name: shown to peers in "
+           "segment_buffers() (at most 255 bytes).")
       .def("unregister_memory", &Engine::unregisterMemory, py::arg("buf"),
            py::arg("cancel") = false,
            "While transfers read into or write from the memory: raises tent.Error "
@@ -120,7 +123,10 @@ void bindMemoryAndSegments(py::class_<Engine>& c) {
            "fetching its descriptor from its control port; returns its id.")
       .def("close_segment", &Engine::closeSegment, py::arg("segment"))
       .def("segment_buffers", &Engine::segmentBuffers, py::arg("segment"),
-           "[{'addr', 'length', 'location'}] of an open segment (LOCAL_SEGMENT_ID: ours).");
+           "[{'addr', 'length', 'location', 'name', 'access'}] of an open segment "
+           "(LOCAL_SEGMENT_ID: ours), in registration order. access is 'r', 'w' or 'rw'; "
+           "a peer of descriptor v1/v2 lists its buffers in address order with name '' "
+           "and access None.");
 }
 
 void bindTransfers(py::class_<Engine>& c) {

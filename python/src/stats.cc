@@ -110,7 +110,10 @@ py::object toPy(const ResourceStats& s) {
 }
 
 py::object toPy(const ControlStats& s) {
-  return Fields()("connections_open", s.connections_open)(
+  return Fields()("connections_open", s.connections_open)("loopback_connections_open",
+                                                          s.loopback_connections_open)(
+             "bytes_received", s.bytes_received)("bytes_sent", s.bytes_sent)(
+             "frames_received", s.frames_received)("frames_sent", s.frames_sent)(
              "connections_refused", s.connections_refused)("auth_failures", s.auth_failures)(
              "frames_rejected", s.frames_rejected)("deadline_closures", s.deadline_closures)(
              "sessions_evicted", s.sessions_evicted)("source_cap_hits", s.source_cap_hits)(
@@ -125,6 +128,12 @@ py::object toPy(const FleetStats& s) {
              "entries_refused", s.entries_refused)("watch_events", s.watch_events)(
              "watch_restarts", s.watch_restarts)("peers_readdressed", s.peers_readdressed)(
              "peers_expired", s.peers_expired)("blobs_added", s.blobs_added)
+      .dict();
+}
+
+py::object toPy(const TargetStats& s) {
+  return Fields()("write_bytes", s.write_bytes)("writes", s.writes)("read_bytes", s.read_bytes)(
+             "reads", s.reads)
       .dict();
 }
 
@@ -158,8 +167,9 @@ py::dict statsToDict(const EngineStats& s) {
              "link_model", s.link_model)("paths", s.paths)("devices", s.devices)(
              "lcores", s.lcores)("worker", s.worker)("direct", s.direct)("deadlines", s.deadlines)(
              "resources", s.resources)("control", s.control)("fleet", s.fleet)("notify", s.notify)(
-             "bytes_transferred", s.bytes_transferred)("bytes_per_device", s.bytes_per_device)(
-             "bytes_per_intent", s.bytes_per_intent)("tsc_hz", s.tsc_hz)
+             "target", s.target)("bytes_transferred", s.bytes_transferred)(
+             "bytes_per_device", s.bytes_per_device)("bytes_per_intent", s.bytes_per_intent)(
+             "tsc_hz", s.tsc_hz)
       .dict();
 }
 
@@ -174,6 +184,7 @@ py::dict statsFieldCounts() {
   d["control"] = fieldCount<ControlStats>();
   d["fleet"] = fieldCount<FleetStats>();
   d["notify"] = fieldCount<NotifyStats>();
+  d["target"] = fieldCount<TargetStats>();
   return d;
 }
 

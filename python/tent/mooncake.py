@@ -403,9 +403,9 @@ class TransferEngine:
     @_returns(0)
     def get_first_buffer_address(self, segment_name):
         """As Mooncake: the first buffer registered. For this engine's own segment that
-        is the registration order this object saw; a peer's descriptor lists its buffers
-        by address (tent's wire format carries no registration order), so for a peer
-        it is the lowest-addressed buffer."""
+        is the registration order this object saw; for a peer, the order its descriptor
+        lists (registration order; a peer of descriptor v1/v2 does not say, and its
+        lowest-addressed buffer comes first)."""
         engine = self._native()
         if segment_name == engine.segment_name and self._registered:
             return self._registered[0]

@@ -2,9 +2,9 @@
 
     python3 peer.py CONFIG_JSON SIZE
 
-Buffers, each SIZE bytes with a seeded pattern: "alloc" (allocate_local_memory),
-"numpy" (a registered numpy array) and "readonly" (a numpy array peers may only
-read, access "r"). Prints one JSON line {"segment", "size", "<buffer>": address}
+Buffers, each SIZE bytes with a seeded pattern, registered in this order under their
+names: "alloc" (allocate_local_memory), "numpy" (a registered numpy array) and
+"readonly" (a numpy array peers may only read, access "r"). Prints one JSON line {"segment", "size", "<buffer>": address}
 and then answers commands on stdin until it closes:
     sum NAME OFFSET LENGTH   -> sha256 hex of those bytes, as this process sees them
     fill NAME SEED           -> refills the buffer with the pattern of SEED; "ok"
@@ -32,14 +32,14 @@ def pattern(size, seed):
 def main():
     config, size = json.loads(sys.argv[1]), int(sys.argv[2])
     with tent.TransferEngine(config) as engine:
-        alloc = engine.allocate_local_memory(size)
+        alloc = engine.allocate_local_memory(size, name="alloc")
         views = {
             "alloc": np.ctypeslib.as_array((ctypes.c_uint8 * size).from_address(alloc)),
             "numpy": np.empty(size, dtype=np.uint8),
             "readonly": np.empty(size, dtype=np.uint8),
         }
-        engine.register_memory(views["numpy"])
-        engine.register_memory(views["readonly"], access="r")
+        engine.register_memory(views["numpy"], name="numpy")
+        engine.register_memory(views["readonly"], access="r", name="readonly")
         for seed, view in enumerate(views.values()):
             view[:] = pattern(size, seed)
         ready = {"segment": engine.segment_name, "size": size}

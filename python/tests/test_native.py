@@ -106,18 +106,46 @@ def test_read_only_buffer_refuses_writes(engine, seg, peer, local):
     assert engine.transfer_sync(seg, R, [local.ctypes.data], [peer.addr("readonly")], [n]) == n
     assert peer.sum("readonly", 0, n) == sha(local[:n])
     with pytest.raises(tent.Error) as e:
-        engine.transfer_sync(seg, W, [local.ctypes.data], [peer.addr("readonly")], [n])
-    assert e.value.code == "IoError" and "FAILED" in e.value.message
+        engine.transfer_sync(seg, W, [local.ctypes.data], [peer.addr("readonly", 4096)], [n])
+    # Refused before anything is posted, naming the range, the buffer and its access.
+    assert e.value.code == "PermissionDenied"
+    assert f"WRITE to target [{peer.addr('readonly', 4096):#x}, +{n})" in e.value.message
+    assert "remote access error" in e.value.message
+    assert "'readonly'" in e.value.message and "read-only (access r)" in e.value.message
     assert peer.sum("readonly", 0, n) == sha(local[:n])  # unchanged
 
 
 def test_segment_buffers(engine, seg, peer):
-    bufs = {b["addr"]: b for b in engine.segment_buffers(seg)}
-    for name in ("alloc", "numpy", "readonly"):
-        assert bufs[peer.addr(name)]["length"] == peer.size
-        assert isinstance(bufs[peer.addr(name)]["location"], str)
+    bufs = engine.segment_buffers(seg)
+    # Registration order, whatever the addresses: the peer registered alloc, numpy, readonly.
+    assert [b["name"] for b in bufs] == ["alloc", "numpy", "readonly"]
+    assert [b["addr"] for b in bufs] == [peer.addr(n) for n in ("alloc", "numpy", "readonly")]
+    assert [b["access"] for b in bufs] == ["rw", "rw", "r"]
+    for b in bufs:
+        assert b["length"] == peer.size
+        assert isinstance(b["location"], str)
     assert engine.open_segment(peer.segment) == seg  # the same id by name
     assert engine.open_segment(engine.segment_name) == tent.LOCAL_SEGMENT_ID
+
+
+def test_segment_buffers_come_in_registration_order_not_address_order(engine):
+    mem = np.zeros(3 << 16, np.uint8)
+    low, mid, high = (mem[i << 16:(i + 1) << 16] for i in range(3))
+    engine.register_memory(high, name="high", access="w")
+    engine.register_memory(low, name="low")
+    engine.register_memory(mid, access="r")  # no name
+    try:
+        mine = [b for b in engine.segment_buffers(tent.LOCAL_SEGMENT_ID)
+                if mem.ctypes.data <= b["addr"] < mem.ctypes.data + mem.nbytes]
+        assert [(b["addr"], b["name"], b["access"]) for b in mine] == [
+            (high.ctypes.data, "high", "w"), (low.ctypes.data, "low", "rw"),
+            (mid.ctypes.data, "", "r")]
+        with pytest.raises(tent.Error) as e:
+            engine.register_memory(np.zeros(4096, np.uint8), name="x" * 256)
+        assert e.value.code == "InvalidArgument" and "at most 255" in e.value.message
+    finally:
+        for view in (high, low, mid):
+            engine.unregister_memory(view)
 
 
 def test_loopback_within_this_process(engine, local):
@@ -141,7 +169,8 @@ def test_stats_has_every_engine_stats_field(engine):
     s = engine.stats()
     counts = tent._tent._stats_field_counts()
     assert len(s) == counts["EngineStats"]
-    for section in ("worker", "direct", "deadlines", "resources", "control", "fleet", "notify"):
+    for section in ("worker", "direct", "deadlines", "resources", "control", "fleet", "notify",
+                    "target"):
         assert len(s[section]) == counts[section], section
     assert len(s["lcores"][0]) == counts["lcores"]
     assert s["provider"] == "soft" and s["devices"] == ["soft0", "soft1"]

@@ -53,7 +53,7 @@ def test_every_public_name_has_a_stub_and_no_stub_is_invented():
     native = {n for n in dir(_tent) if not n.startswith("__") or n == "__version__"}
     native -= {"__builtins__"}
     assert native - top == set(), "names without stubs"
-    assert top - native - {"_Address", "_Column"} == set(), "stubs of nothing"
+    assert top - native - {"_Address", "_Column", "_SegmentBuffer"} == set(), "stubs of nothing"
     for cls in ("TransferEngine", "Request"):
         members = {n for n in dir(getattr(_tent, cls)) if not n.startswith("_")}
         assert members == {n for n in classes[cls] if not n.startswith("_")}, cls

@@ -46,7 +46,8 @@ class FakeEngine : public TransferEngine {
 
   std::string segmentName() const override { return "fake:1"; }
 
-  Result<void*> allocateLocalMemory(size_t length, const Location&, MemoryAccess) override {
+  Result<void*> allocateLocalMemory(size_t length, const Location&, MemoryAccess,
+                                    const std::string&) override {
     void* p = std::aligned_alloc(4096, (length + 4095) / 4096 * 4096);
     if (!p) return Status::ResourceExhausted("fake: out of memory");
     return p;
@@ -55,7 +56,8 @@ class FakeEngine : public TransferEngine {
     std::free(addr);
     return Status::OK();
   }
-  Status registerLocalMemory(void*, size_t, const Location&, MemoryAccess) override {
+  Status registerLocalMemory(void*, size_t, const Location&, MemoryAccess,
+                             const std::string&) override {
     return Status::OK();
   }
   Status unregisterLocalMemory(void*, UnregisterMode = UnregisterMode::kFailIfInUse) override {

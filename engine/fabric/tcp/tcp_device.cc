@@ -249,6 +249,10 @@ PortCounters TcpDevice::counters() const noexcept {
   PortCounters c;
   c.bytes = state_->bytes.load(std::memory_order_relaxed);
   c.wrs = state_->wrs.load(std::memory_order_relaxed);
+  c.target_write_bytes = state_->target_write_bytes.load(std::memory_order_relaxed);
+  c.target_writes = state_->target_writes.load(std::memory_order_relaxed);
+  c.target_read_bytes = state_->target_read_bytes.load(std::memory_order_relaxed);
+  c.target_reads = state_->target_reads.load(std::memory_order_relaxed);
   return c;
 }
 

@@ -302,6 +302,11 @@ struct DeviceState {
   // Written by the service thread only.
   std::atomic<uint64_t> bytes{0};  // payload moved (sent and received)
   std::atomic<uint64_t> wrs{0};    // WRs completed, any status
+  // Peers' WRITEs placed in our regions and READs served from them (the target side).
+  std::atomic<uint64_t> target_write_bytes{0};
+  std::atomic<uint64_t> target_writes{0};
+  std::atomic<uint64_t> target_read_bytes{0};
+  std::atomic<uint64_t> target_reads{0};
   std::atomic<uint64_t> contract_violations{0};
 
   explicit DeviceState(uint32_t max_mrs) : mrs(max_mrs) {}

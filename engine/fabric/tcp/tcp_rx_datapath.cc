@@ -23,6 +23,11 @@ namespace {
 
 // Bytes one connection may consume per turn before the others get theirs.
 constexpr uint64_t kTurnBytes = uint64_t{4} << 20;
+
+// A counter only the service thread writes: no read-modify-write needed.
+void addOwned(std::atomic<uint64_t>& counter, uint64_t n) noexcept {
+  counter.store(counter.load(std::memory_order_relaxed) + n, std::memory_order_relaxed);
+}
 }  // namespace
 
 void ServiceLoop::pushCqe(QpCore& q, uint64_t seq, const WrSlot& w) noexcept {
@@ -99,6 +104,8 @@ ServiceLoop::RxResult ServiceLoop::serveRead(Conn& c) noexcept {
   if (st == WcStatus::kSuccess) {
     dev_.bytes.store(dev_.bytes.load(std::memory_order_relaxed) + length,
                      std::memory_order_relaxed);
+    addOwned(dev_.target_read_bytes, length);
+    addOwned(dev_.target_reads, 1);
   }
   if (!queueResponse(q, Opcode::kReadResp, h.seq, st, length, h.remote_addr, h.rkey)) {
     return RxResult::kBroken;
@@ -111,6 +118,10 @@ ServiceLoop::RxResult ServiceLoop::finishWrite(Conn& c) noexcept {
   if (c.rx_status == WcStatus::kSuccess) {
     dev_.bytes.store(dev_.bytes.load(std::memory_order_relaxed) + c.cur.length,
                      std::memory_order_relaxed);
+    if (c.cur.opcode == Opcode::kWriteReq) {  // a SEND lands in a receive, not a target range
+      addOwned(dev_.target_write_bytes, c.cur.length);
+      addOwned(dev_.target_writes, 1);
+    }
   }
   c.rx = Conn::Rx::kHeader;
   const bool send = c.cur.opcode == Opcode::kSendReq;

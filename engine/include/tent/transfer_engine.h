@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -119,6 +120,11 @@ struct SegmentBufferInfo {
   uint64_t addr = 0;  // what Request::target_offset addresses
   uint64_t length = 0;
   Location location;  // location of the buffer's first region
+  std::string name;   // given at registration; empty when none was (or a v1/v2 peer)
+  // What the peer lets others do to it; empty for a v1/v2 peer, which does not say.
+  std::optional<MemoryAccess> access;
+  // Registration order within the segment (1 = first); 0 for a v1/v2 peer.
+  uint64_t seq = 0;
 };
 
 struct DirectPathStats {
@@ -179,7 +185,18 @@ struct ResourceStats {
 
 // The control listener and its sessions.
 struct ControlStats {
-  uint64_t connections_open = 0;     // control connections right now (both directions)
+  // Control connections with peers right now (both directions); the engine's own
+  // loopback session is not one of them: a fresh engine shows 0.
+  uint64_t connections_open = 0;
+  // Ends of the engine's own loopback session open right now (its client and server
+  // end: 2 once the engine is up).
+  uint64_t loopback_connections_open = 0;
+  // Control traffic, every connection (the loopback session's too), frame headers
+  // and authentication tags included.
+  uint64_t bytes_received = 0;
+  uint64_t bytes_sent = 0;
+  uint64_t frames_received = 0;
+  uint64_t frames_sent = 0;
   uint64_t connections_refused = 0;  // closed for want of room (at once, or in their handshake)
   uint64_t auth_failures = 0;        // peers that failed or skipped authentication
   uint64_t frames_rejected = 0;      // malformed, oversized or out-of-order frames
@@ -204,6 +221,18 @@ struct FleetStats {
   uint64_t peers_readdressed = 0;  // open segments re-resolved by a watch event
   uint64_t peers_expired = 0;      // open segments marked down by a watch event
   uint64_t blobs_added = 0;        // segments opened by addRemoteMetadata
+};
+
+// What peers did to this engine's registered memory, seen from here (the target
+// side). Counted where the provider takes part in the peer's operation: tcp serves
+// peers' WRITEs and READs on its receive path. On verbs and soft a peer's WRITE or
+// READ is one-sided (the peer's NIC, or the peer's CPU for soft, moves the bytes and
+// this process takes no part), so there they stay 0 (docs/metrics.md).
+struct TargetStats {
+  uint64_t write_bytes = 0;  // payload bytes of peers' WRITEs placed in our memory
+  uint64_t writes = 0;       // those WRITEs (one per work request)
+  uint64_t read_bytes = 0;   // payload bytes of peers' READs served from our memory
+  uint64_t reads = 0;
 };
 
 // Notifications (docs/engine.md, "Notifications"), both directions.
@@ -242,6 +271,7 @@ struct EngineStats {
   ControlStats control;
   FleetStats fleet;
   NotifyStats notify;
+  TargetStats target;
   uint64_t bytes_transferred = 0;
   std::map<std::string, uint64_t> bytes_per_device;  // device name -> payload bytes moved
   // Payload bytes by Request::intent_type, indexed by its value (UNSPEC = 0 ...).
@@ -285,17 +315,21 @@ class TransferEngine {
   // The same on every provider.
 
   // Memory that every provider reaches by its fastest path, registered on every device.
-  virtual Result<void*> allocateLocalMemory(
-      size_t length, const Location& location = "*",
-      MemoryAccess access = MemoryAccess::kRemoteReadWrite) = 0;
+  // `name` travels in the segment descriptor (segmentBuffers); at most 255 bytes, and
+  // need not be unique.
+  virtual Result<void*> allocateLocalMemory(size_t length, const Location& location = "*",
+                                            MemoryAccess access = MemoryAccess::kRemoteReadWrite,
+                                            const std::string& name = "") = 0;
   // Unregisters and frees memory of allocateLocalMemory (see "Memory lifetime").
   virtual Status freeLocalMemory(void* addr,
                                  UnregisterMode mode = UnregisterMode::kFailIfInUse) = 0;
   // Registers caller-owned memory on every device. `location` "*" = ask the topology.
   // The range must be mapped, and writable (the local side READs into it): every
   // provider refuses it otherwise, as a NIC does when it pins the pages.
+  // `name` as for allocateLocalMemory.
   virtual Status registerLocalMemory(void* addr, size_t length, const Location& location = "*",
-                                     MemoryAccess access = MemoryAccess::kRemoteReadWrite) = 0;
+                                     MemoryAccess access = MemoryAccess::kRemoteReadWrite,
+                                     const std::string& name = "") = 0;
   // Unregisters what registerLocalMemory registered at `addr` (see "Memory lifetime").
   // With kCancelTransfers it waits for the drain: in manual lcore mode another thread
   // must step the pollers meanwhile.
@@ -320,7 +354,10 @@ class TransferEngine {
     return Status::NotSupported("addRemoteMetadata is not implemented by this engine");
   }
   // The buffers registered in an open segment (LOCAL_SEGMENT_ID: ours), from the
-  // cached descriptor. Tools such as tebench use it to find the peer's addresses.
+  // cached descriptor, in registration order (the first registered first) with their
+  // names and access modes. A v1/v2 peer's descriptor says neither: its buffers come
+  // in address order, without name or access. Tools such as tebench use it to find
+  // the peer's addresses.
   virtual Result<std::vector<SegmentBufferInfo>> segmentBuffers(SegmentId id) {
     (void)id;
     return Status::NotSupported("segmentBuffers is not implemented by this engine");

@@ -76,13 +76,17 @@ TEST_F(SimTransfer, WriteThenReadBackAcrossBlockAndBatchSizes) {
   }
 }
 
-// A buffer registered for remote reads only: peers READ it, a WRITE to it fails and
-// leaves every byte as it was. One registered for remote writes only: the reverse.
+// A buffer registered for remote reads only: peers READ it, a WRITE to it is refused
+// and leaves every byte as it was. One registered for remote writes only: the reverse.
+// The descriptor carries the access, so the initiator refuses at submit, naming the
+// range, the buffer and the access, before anything is posted.
 TEST_F(SimTransfer, MemoryAccessModeIsEnforcedForPeers) {
   std::vector<uint8_t> ro(65536), wo(65536);
   fillPattern(ro.data(), ro.size(), 31);
   ASSERT_TRUE(
-      engine->registerLocalMemory(ro.data(), ro.size(), "cpu:0", MemoryAccess::kRemoteRead).ok());
+      engine
+          ->registerLocalMemory(ro.data(), ro.size(), "cpu:0", MemoryAccess::kRemoteRead, "weights")
+          .ok());
   ASSERT_TRUE(
       engine->registerLocalMemory(wo.data(), wo.size(), "cpu:0", MemoryAccess::kRemoteWrite).ok());
   auto one = [&](OpCode op, void* local, void* remote) {
@@ -93,15 +97,37 @@ TEST_F(SimTransfer, MemoryAccessModeIsEnforcedForPeers) {
     EXPECT_TRUE(engine->freeBatch(b).ok());
     return st.state;
   };
+  auto refused = [&](OpCode op, void* local, uint8_t* remote, uint64_t len) {
+    auto b = *engine->allocateBatch(1);
+    Request r = req(op, local, remote, len);
+    Status s = engine->submitTransfer(b, {&r, 1});
+    EXPECT_TRUE(engine->freeBatch(b).ok());
+    return s;
+  };
+  auto range = [](const void* p, uint64_t len) {
+    char buf[64];
+    std::snprintf(buf, sizeof buf, "[%p, +%lu)", p, static_cast<unsigned long>(len));
+    return std::string(buf);
+  };
   std::memset(src, 0, 65536);
   EXPECT_EQ(one(OpCode::READ, src, ro.data()), TransferState::COMPLETED);
   EXPECT_EQ(checkPattern(src, 65536, 31), -1);
   fillPattern(src, 65536, 32);
-  EXPECT_EQ(one(OpCode::WRITE, src, ro.data()), TransferState::FAILED);
+  Status w = refused(OpCode::WRITE, src, ro.data() + 4096, 8192);
+  EXPECT_EQ(w.code(), StatusCode::kPermissionDenied) << w.toString();
+  const std::string& wm = w.message();
+  EXPECT_NE(wm.find("WRITE to target " + range(ro.data() + 4096, 8192)), std::string::npos) << wm;
+  EXPECT_NE(wm.find("remote access error"), std::string::npos) << wm;
+  EXPECT_NE(wm.find("'weights' " + range(ro.data(), ro.size())), std::string::npos) << wm;
+  EXPECT_NE(wm.find("read-only (access r)"), std::string::npos) << wm;
   EXPECT_EQ(checkPattern(ro.data(), ro.size(), 31), -1);  // untouched
   EXPECT_EQ(one(OpCode::WRITE, src, wo.data()), TransferState::COMPLETED);
   EXPECT_EQ(checkPattern(wo.data(), wo.size(), 32), -1);
-  EXPECT_EQ(one(OpCode::READ, dst, wo.data()), TransferState::FAILED);
+  Status r = refused(OpCode::READ, dst, wo.data(), 65536);
+  EXPECT_EQ(r.code(), StatusCode::kPermissionDenied) << r.toString();
+  EXPECT_NE(r.message().find("READ from target " + range(wo.data(), 65536)), std::string::npos)
+      << r.message();
+  EXPECT_NE(r.message().find("write-only (access w)"), std::string::npos) << r.message();
   EXPECT_EQ(engine->registerLocalMemory(src + 1, 16, "*", static_cast<MemoryAccess>(0)).code(),
             StatusCode::kInvalidArgument);
   EXPECT_EQ(parseMemoryAccess("r").value(), MemoryAccess::kRemoteRead);

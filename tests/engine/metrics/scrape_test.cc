@@ -5,8 +5,11 @@
 #include <civetweb.h>
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <cmath>
+#include <cstring>
 #include <set>
+#include <thread>
 
 #include "scrape_util.h"
 #include "tests/support/engine_test_util.h"
@@ -104,6 +107,11 @@ Series expectedSeries(const EngineStats& s, const std::string& engine_name) {
   put("tent_endpoint_reconnects_total", s.resources.reconnects);
   put("tent_endpoint_evictions_total", s.resources.evictions);
   put("tent_control_connections_open", s.control.connections_open);
+  put("tent_control_loopback_connections_open", s.control.loopback_connections_open);
+  put("tent_control_bytes_total", s.control.bytes_received, {{"direction", "received"}});
+  put("tent_control_bytes_total", s.control.bytes_sent, {{"direction", "sent"}});
+  put("tent_control_frames_total", s.control.frames_received, {{"direction", "received"}});
+  put("tent_control_frames_total", s.control.frames_sent, {{"direction", "sent"}});
   put("tent_control_connections_refused_total", s.control.connections_refused);
   put("tent_control_auth_failures_total", s.control.auth_failures);
   put("tent_control_frames_rejected_total", s.control.frames_rejected);
@@ -132,6 +140,10 @@ Series expectedSeries(const EngineStats& s, const std::string& engine_name) {
   put("tent_notify_failed_total", s.notify.failed);
   put("tent_notify_dropped_batches_total", s.notify.dropped_batches);
   put("tent_notify_held", s.notify.held);
+  put("tent_target_bytes_total", s.target.write_bytes, {{"direction", "received"}});
+  put("tent_target_bytes_total", s.target.read_bytes, {{"direction", "sent"}});
+  put("tent_target_operations_total", s.target.writes, {{"direction", "received"}});
+  put("tent_target_operations_total", s.target.reads, {{"direction", "sent"}});
   put("tent_transferred_bytes_total", s.bytes_transferred);
   for (const auto& [dev, n] : s.bytes_per_device)
     put("tent_device_transferred_bytes_total", n, {{"device", dev}});
@@ -298,6 +310,113 @@ TEST(MetricsEndpoint, EnginesOfAProcessShareOneExporter) {
   EXPECT_EQ(httpGet(port, "/metrics").status, 200) << "b still serves";
   b.reset();
   EXPECT_EQ(attachedEngines("127.0.0.1:0"), 0u);
+}
+
+// One sample of a scrape of `port`: the family `name` with these labels (engine
+// included), or -1 when absent.
+double scrapeOne(uint16_t port, const std::string& name, const Labels& labels) {
+  const HttpReply reply = httpGet(port, "/metrics");
+  EXPECT_EQ(reply.status, 200) << reply.error;
+  for (const Sample& s : parseExposition(reply.body).samples)
+    if (s.name == name && s.labels == labels) return s.value;
+  return -1;
+}
+
+// The tcp provider serves peers' WRITEs and READs on its receive path, so the target
+// sees them: an engine that only receives shows its bytes under tent_target_*, while
+// its own initiator figures stay 0; the initiator's target figures stay 0.
+TEST(MetricsTargetSide, ATcpTargetCountsThePeersWritesAndReads) {
+  auto tcp = [](const std::string& extra) {
+    std::string yaml = simYaml(extra);
+    const std::string fabric = tent::testing::fabricYaml();
+    yaml.replace(yaml.find(fabric), fabric.size(), R"(fabric:
+  provider: tcp
+  tcp:
+    devices:
+      - {name: soft0, listen: '127.0.0.1:0'}
+      - {name: soft1, listen: '127.0.0.1:0'}
+    retry_budget_ms: 2000
+)");
+    return yaml;
+  };
+  auto initiator = makeEngine(tcp(""));
+  auto target = makeEngine(tcp(kListenAnyPort));
+  ASSERT_TRUE(initiator && target);
+  constexpr size_t kWrite = 256 << 10, kRead = 64 << 10;
+  auto* src = static_cast<uint8_t*>(*initiator->allocateLocalMemory(kWrite, "cpu:0"));
+  auto* dst = static_cast<uint8_t*>(*target->allocateLocalMemory(kWrite, "cpu:0"));
+  auto seg = initiator->openSegment(target->segmentName());
+  ASSERT_TRUE(seg.ok()) << seg.status().toString();
+  auto run = [&](OpCode op, size_t length) {
+    auto b = initiator->allocateBatch(1);
+    ASSERT_TRUE(b.ok());
+    Request r{op, src, *seg, reinterpret_cast<uint64_t>(dst), length};
+    ASSERT_TRUE(initiator->submitTransfer(*b, {&r, 1}).ok());
+    ASSERT_EQ(waitTask(*initiator, *b, 0).state, TransferState::COMPLETED);
+    EXPECT_TRUE(initiator->freeBatch(*b).ok());
+  };
+  fillPattern(src, kWrite, 21);
+  run(OpCode::WRITE, kWrite);
+  EXPECT_EQ(checkPattern(dst, kWrite, 21), -1);
+  std::memset(src, 0, kRead);
+  run(OpCode::READ, kRead);
+  EXPECT_EQ(checkPattern(src, kRead, 21), -1);
+  ASSERT_TRUE(drainPollers(*initiator));
+
+  const EngineStats t = target->stats();
+  EXPECT_EQ(t.target.write_bytes, kWrite);
+  EXPECT_EQ(t.target.read_bytes, kRead);
+  EXPECT_GE(t.target.writes, 1u);
+  EXPECT_GE(t.target.reads, 1u);
+  EXPECT_EQ(t.bytes_transferred, 0u);  // it initiated nothing
+  const EngineStats i = initiator->stats();
+  EXPECT_EQ(i.bytes_transferred, kWrite + kRead);
+  EXPECT_EQ(i.target.write_bytes + i.target.read_bytes, 0u);
+  // The scrape shows the same, under direction labels.
+  const uint16_t port = target->metricsExporter()->port();
+  const std::string name = target->segmentName();
+  EXPECT_EQ(
+      scrapeOne(port, "tent_target_bytes_total", {{"direction", "received"}, {"engine", name}}),
+      static_cast<double>(kWrite));
+  EXPECT_EQ(scrapeOne(port, "tent_target_bytes_total", {{"direction", "sent"}, {"engine", name}}),
+            static_cast<double>(kRead));
+  EXPECT_GE(scrapeOne(port, "tent_target_operations_total",
+                      {{"direction", "received"}, {"engine", name}}),
+            1.0);
+  EXPECT_GT(
+      scrapeOne(port, "tent_control_bytes_total", {{"direction", "received"}, {"engine", name}}),
+      0.0);
+}
+
+// The gauge of open control connections counts peers only: a fresh engine shows 0 and
+// its loopback session apart (2 ends); a peer's session adds one end on each side.
+TEST(MetricsControl, OpenConnectionsCountPeersNotTheLoopbackSession) {
+  auto a = makeEngine(simYaml(kListenAnyPort));
+  auto b = makeEngine(simYaml());
+  ASSERT_TRUE(a && b);
+  const uint16_t port = a->metricsExporter()->port();
+  const Labels just_a = {{"engine", a->segmentName()}};
+  EXPECT_EQ(scrapeOne(port, "tent_control_connections_open", just_a), 0.0);
+  EXPECT_EQ(scrapeOne(port, "tent_control_loopback_connections_open", just_a), 2.0);
+  EXPECT_EQ(a->stats().control.connections_open, 0u);
+  EXPECT_EQ(b->stats().control.connections_open, 0u);
+  EXPECT_EQ(b->stats().control.loopback_connections_open, 2u);
+  // b's session to a: up once openSegment returns, so a has accepted its end.
+  auto seg = b->openSegment(a->segmentName());
+  ASSERT_TRUE(seg.ok()) << seg.status().toString();
+  EXPECT_EQ(b->stats().control.connections_open, 1u);
+  EXPECT_EQ(a->stats().control.connections_open, 1u);
+  EXPECT_EQ(scrapeOne(port, "tent_control_connections_open", just_a), 1.0);
+  EXPECT_EQ(scrapeOne(port, "tent_control_loopback_connections_open", just_a), 2.0);
+  // Closing it ends both ends (a's when it sees the socket close: polled, bounded).
+  ASSERT_TRUE(b->closeSegment(*seg).ok());
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+  while ((a->stats().control.connections_open != 0 || b->stats().control.connections_open != 0) &&
+         std::chrono::steady_clock::now() < deadline)
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  EXPECT_EQ(b->stats().control.connections_open, 0u);
+  EXPECT_EQ(a->stats().control.connections_open, 0u);
+  EXPECT_EQ(a->stats().control.loopback_connections_open, 2u);
 }
 
 TEST_F(Scrape, OnlyMetricsIsServed) {
