@@ -38,6 +38,7 @@ py::object toPy(const DeadlineStats& s);
 py::object toPy(const ResourceStats& s);
 py::object toPy(const ControlStats& s);
 py::object toPy(const NotifyStats& s);
+py::object toPy(const TargetStats& s);
 
 // Builds one dict: Fields()("name", value)("other", value)...
 class Fields {
