@@ -36,7 +36,7 @@ struct Counters {
   std::atomic<uint64_t> received_bytes{0};
   std::atomic<uint64_t> refused{0};          // sends refused by back-pressure (receiver full)
   std::atomic<uint64_t> unsupported{0};      // sends to a peer without the capability
-  std::atomic<uint64_t> failed{0};           // sends that failed otherwise (QP error, timeout)
+  std::atomic<uint64_t> failed{0};           // not delivered: QP failed, SEND completed in error
   std::atomic<uint64_t> dropped_batches{0};  // batch notifications not sent: the batch failed
 };
 
@@ -62,6 +62,8 @@ class Inbox {
   }
   void pushLocked(const std::string& sender, const uint8_t* data, size_t length);
 
+  // The engine's counters (links count the SENDs that fail after they were posted).
+  Counters& counters() const noexcept { return counters_; }
   size_t attached() const;
   uint64_t held() const;  // notifications waiting to be taken
 
