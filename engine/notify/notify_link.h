@@ -143,7 +143,7 @@ class NotifyLink {
   bool broken_ = false;
   const char* broken_why_ = "";  // a literal: set on the datapath without allocating
   fabric::WcStatus broken_status_ = fabric::WcStatus::kSuccess;  // the completion that broke it
-  bool quiesced_ = false;  // retiring: SENDs flushed from now on are not counted as failed
+  bool quiesced_ = false;          // retiring: SENDs flushed from now on are not counted as failed
   uint32_t credits_ = 0;           // active: SENDs the peer has room for
   uint32_t remote_max_bytes_ = 0;  // active: the peer's longest message
   uint32_t uncredited_ = 0;        // passive: buffers posted again, credits not yet sent
@@ -152,7 +152,7 @@ class NotifyLink {
   uint64_t posted_ = 0;
   uint64_t reaped_ = 0;
   uint64_t first_failed_ = UINT64_MAX;  // the first SEND that completed in error
-  bool held_ = false;  // passive: a message polled that did not fit the inbox
+  bool held_ = false;                   // passive: a message polled that did not fit the inbox
   fabric::WorkCompletion held_wc_;
 };
 
