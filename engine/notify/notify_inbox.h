@@ -5,9 +5,8 @@
 // receive buffers, their senders run out of credits and see back-pressure: nothing
 // is dropped. Arrival order per sender holds (each sender uses one notify QP).
 //
-// No thread polls for notifications unless a caller asks: take() does one pass, and
-// wait() passes and sleeps with a growing backoff (capped at 1 ms) until something
-// arrived or its timeout passed.
+// No thread polls for notifications unless a caller asks: take() does one pass (a
+// caller that waits calls it again under the engine's waiter policy, in the transport).
 #pragma once
 
 #include <atomic>
@@ -53,8 +52,6 @@ class Inbox {
 
   // Everything that arrived since the last call, oldest first per sender.
   std::vector<Notification> take();
-  // take(), waiting up to `timeout_ns` for at least one notification.
-  std::vector<Notification> wait(uint64_t timeout_ns);
 
   // For links, with the mutex held (pollIntoLocked).
   bool hasRoomLocked(size_t bytes) const noexcept {

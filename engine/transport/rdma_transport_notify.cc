@@ -9,8 +9,8 @@
 namespace tent::rdma {
 
 namespace {
-// The longest sleep of a waiting send: an acknowledgement takes microseconds on a NIC,
-// a connect milliseconds.
+// The longest sleep of a waiting send or receive: an acknowledgement takes microseconds
+// on a NIC, a connect milliseconds.
 constexpr uint32_t kSendWaitSleepMaxUs = 1000;
 
 Status explainPost(notify::PostResult r, const notify::NotifyLink* link) {
@@ -68,8 +68,17 @@ Status RdmaTransport::sendNotification(SegmentId target, std::string_view messag
 }
 
 Result<std::vector<Notification>> RdmaTransport::takeNotifications(uint64_t timeout_ns) {
-  std::vector<notify::Notification> got =
-      timeout_ns == 0 ? inbox_->take() : inbox_->wait(timeout_ns);
+  std::vector<notify::Notification> got = inbox_->take();
+  if (got.empty() && timeout_ns != 0) {
+    // Nothing polls for notifications on its own: the waiting caller passes over the
+    // links again, spinning briefly, then sleeping up to 1 ms between passes.
+    const uint64_t deadline = clock::engineNowNs() + timeout_ns;
+    lcore::IdleBackoff backoff(lcore::waiterPolicy(kSendWaitSleepMaxUs));
+    while (got.empty() && clock::engineNowNs() < deadline) {
+      backoff.onIdle();
+      got = inbox_->take();
+    }
+  }
   std::vector<Notification> out;
   out.reserve(got.size());
   for (auto& g : got) out.push_back({std::move(g.sender), std::move(g.message)});
