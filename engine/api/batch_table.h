@@ -33,12 +33,13 @@ struct BatchSlot {
   std::unique_ptr<rdma::RdmaTask[]> tasks;
   std::atomic<size_t> count{0};        // tasks submitted so far
   std::atomic<uint32_t> free_next{0};  // free / retiring list link
-  // A notification bound to the batch (submitTransfer with one; engine_impl_notify.cc).
-  // notify_state is read without the lock on every status call (one relaxed load);
-  // the rest is guarded by notify_mu.
-  enum : uint8_t { kNoNotify = 0, kNotifyPending, kNotifySettled };
+  // A notification bound to the batch (submitTransfer with one; engine_impl_notify*.cc).
+  // notify_state is read on every status call (one relaxed load). Whoever moves it to
+  // kNotifyClaimed (a compare-exchange) owns notify_target and notify_message until it
+  // stores kNotifyPending again or kNotifySettled: no lock, and no two posts of one
+  // notification.
+  enum : uint8_t { kNoNotify = 0, kNotifyPending, kNotifyClaimed, kNotifySettled };
   std::atomic<uint8_t> notify_state{kNoNotify};
-  std::mutex notify_mu;
   SegmentId notify_target = 0;
   std::string notify_message;
 

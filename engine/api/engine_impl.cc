@@ -164,21 +164,8 @@ Status TransferEngineImpl::freeBatch(BatchId id) {
   // (counted) otherwise; its status is what freeBatch returns once the batch is freed.
   Status notified = Status::OK();
   if (BatchSlot* b = batches_.find(id);
-      b != nullptr &&
-      b->notify_state.load(std::memory_order_acquire) == BatchSlot::kNotifyPending) {
-    auto st = getBatchTransferStatus(id);
-    if (!st.ok()) notified = st.status();
-    std::lock_guard lock(b->notify_mu);
-    if (b->notify_state.load(std::memory_order_relaxed) == BatchSlot::kNotifyPending) {
-      b->notify_state.store(BatchSlot::kNotifySettled, std::memory_order_release);
-      b->notify_message.clear();
-      transport_->notifyCounters().dropped_batches.fetch_add(1, std::memory_order_relaxed);
-      if (notified.ok())
-        notified = Status::Canceled(
-            "the batch was freed before it completed: its notification "
-            "was not sent");
-    }
-  }
+      b != nullptr && b->notify_state.load(std::memory_order_acquire) != BatchSlot::kNoNotify)
+    notified = settleNotificationOnFree(id, *b);
   // Slices still in flight: the batch retires until they drain, and the rail pollers
   // reap the direct WRs nobody will poll for any more.
   auto abandonAll = [](void* transport, BatchSlot& batch) {

@@ -74,10 +74,14 @@ class TransferEngineImpl final : public TransferEngine {
 
  private:
   TransferEngineImpl() = default;
-  // The batch's notification, once its tasks are terminal (engine_impl_notify.cc):
-  // sends it when `total` is COMPLETED, drops it when the batch failed. Returns what
-  // the status call returns.
+  // The batch's notification, once its tasks are terminal (engine_impl_notify_datapath.cc):
+  // posts it when `total` is COMPLETED (never waits: PENDING while it cannot be posted
+  // yet), drops it when the batch failed. Returns what the status call returns.
   Result<TransferStatus> settleNotification(BatchSlot& batch, TransferStatus total) noexcept;
+  // freeBatch of a batch that still carries its notification (engine_impl_notify.cc):
+  // posts it if the batch completed (waiting up to notify.timeout_ms for an endpoint or
+  // a send buffer), else drops it. What freeBatch returns.
+  Status settleNotificationOnFree(BatchId id, BatchSlot& batch);
   Result<void*> allocateDeviceMemory(size_t length, int gpu, const Location& location,
                                      MemoryAccess access, const std::string& name);
 

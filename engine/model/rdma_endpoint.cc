@@ -53,7 +53,8 @@ Status RdmaEndPoint::createActiveQps(const EndpointQpShape& shape) {
     data_qps_.push_back(std::move(qp).value());
   }
   if (const NotifySetup* n = context_.notify()) {
-    auto link = notify::NotifyLink::create(context_.device(), n->limits, notify::Role::kActive);
+    auto link = notify::NotifyLink::create(context_.device(), n->limits, notify::Role::kActive,
+                                           &n->inbox->counters());
     if (!link.ok()) return link.status().withContext("notify link");
     notify_ = std::move(link).value();
   }
@@ -84,7 +85,7 @@ Status RdmaEndPoint::createPassiveQps(uint32_t data_qps, bool direct,
   passive_ = true;
   if (const NotifySetup* n = context_.notify(); n != nullptr && !notify_from.empty()) {
     auto link = notify::NotifyLink::create(context_.device(), n->limits, notify::Role::kPassive,
-                                           notify_from);
+                                           &n->inbox->counters(), notify_from);
     if (!link.ok()) return link.status().withContext("passive notify link");
     notify_ = std::move(link).value();
   }
@@ -142,6 +143,7 @@ Status RdmaEndPoint::connect(const metadata::BootstrapMessage& peer) {
     }
     return r;
   };
+  notify_traffic_ = traffic.control;
   for (size_t i = 0; i < data_qps_.size(); ++i) {
     fabric::QpRemote r = remote(peer.data_qp_nums[i], i, i, traffic.data);
     TENT_RETURN_IF_ERROR(fabric::connectQp(*data_qps_[i], r).withContext("data QP"));
@@ -166,7 +168,7 @@ metadata::NotifyExtension RdmaEndPoint::notifyOffer() const {
 Status RdmaEndPoint::connectNotify(const metadata::NotifyExtension& remote,
                                    const fabric::PortIdentity& port) {
   if (!notify_) return Status::OK();
-  TENT_RETURN_IF_ERROR(notify_->connect(remote, port));
+  TENT_RETURN_IF_ERROR(notify_->connect(remote, port, notify_traffic_));
   if (notify_->role() == notify::Role::kPassive && notify_->supported())
     notify_->attachTo(*context_.notify()->inbox);
   return Status::OK();

@@ -73,7 +73,8 @@ class RdmaEndPoint {
   // Our notify offer for the bootstrap (not capable without a notify link).
   metadata::NotifyExtension notifyOffer() const;
   // Wires the notify link to the peer's offer (a peer without one: unsupported) and,
-  // on the passive side, attaches it to the context's inbox. Call after connect().
+  // on the passive side, attaches it to the context's inbox. Call after connect(): the
+  // notify QP takes the class connect() settled for control traffic (qos.control).
   Status connectNotify(const metadata::NotifyExtension& remote, const fabric::PortIdentity& port);
   // The active side's notify link (nullptr without one); shared so a sender may keep
   // using it outside an EBR read section while the endpoint retires.
@@ -181,6 +182,7 @@ class RdmaEndPoint {
   uint32_t direct_max_depth_ = 0;
   bool direct_wired_ = false;
   std::shared_ptr<notify::NotifyLink> notify_;
+  fabric::QpTraffic notify_traffic_;  // the initiator's qos.control, as connect() read it
   alignas(64) std::atomic<uint32_t> direct_wr_depth_{0};
   std::atomic<bool> direct_poster_{false};
   std::atomic<bool> visited_{true};

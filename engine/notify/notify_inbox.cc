@@ -1,10 +1,7 @@
 #include "notify/notify_inbox.h"
 
 #include <algorithm>
-#include <chrono>
-#include <thread>
 
-#include "base/clock.h"
 #include "notify/notify_link.h"
 
 namespace tent::notify {
@@ -43,19 +40,6 @@ std::vector<Notification> Inbox::take() {
   // credits go back to the senders at once rather than on the next call.
   passLocked();
   return out;
-}
-
-std::vector<Notification> Inbox::wait(uint64_t timeout_ns) {
-  const uint64_t deadline = clock::engineNowNs() + timeout_ns;
-  auto pause = std::chrono::microseconds(10);
-  for (;;) {
-    auto got = take();
-    if (!got.empty() || clock::engineNowNs() >= deadline) return got;
-    const uint64_t left = deadline - clock::engineNowNs();
-    std::this_thread::sleep_for(
-        std::min<std::chrono::nanoseconds>(pause, std::chrono::nanoseconds(left)));
-    pause = std::min(pause * 2, std::chrono::microseconds(1000));
-  }
 }
 
 size_t Inbox::attached() const {

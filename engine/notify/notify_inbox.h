@@ -5,9 +5,8 @@
 // receive buffers, their senders run out of credits and see back-pressure: nothing
 // is dropped. Arrival order per sender holds (each sender uses one notify QP).
 //
-// No thread polls for notifications unless a caller asks: take() does one pass, and
-// wait() passes and sleeps with a growing backoff (capped at 1 ms) until something
-// arrived or its timeout passed.
+// No thread polls for notifications unless a caller asks: take() does one pass (a
+// caller that waits calls it again under the engine's waiter policy, in the transport).
 #pragma once
 
 #include <atomic>
@@ -36,7 +35,7 @@ struct Counters {
   std::atomic<uint64_t> received_bytes{0};
   std::atomic<uint64_t> refused{0};          // sends refused by back-pressure (receiver full)
   std::atomic<uint64_t> unsupported{0};      // sends to a peer without the capability
-  std::atomic<uint64_t> failed{0};           // sends that failed otherwise (QP error, timeout)
+  std::atomic<uint64_t> failed{0};           // not delivered: QP failed, SEND completed in error
   std::atomic<uint64_t> dropped_batches{0};  // batch notifications not sent: the batch failed
 };
 
@@ -53,8 +52,6 @@ class Inbox {
 
   // Everything that arrived since the last call, oldest first per sender.
   std::vector<Notification> take();
-  // take(), waiting up to `timeout_ns` for at least one notification.
-  std::vector<Notification> wait(uint64_t timeout_ns);
 
   // For links, with the mutex held (pollIntoLocked).
   bool hasRoomLocked(size_t bytes) const noexcept {
@@ -62,6 +59,8 @@ class Inbox {
   }
   void pushLocked(const std::string& sender, const uint8_t* data, size_t length);
 
+  // The engine's counters (links count the SENDs that fail after they were posted).
+  Counters& counters() const noexcept { return counters_; }
   size_t attached() const;
   uint64_t held() const;  // notifications waiting to be taken
 

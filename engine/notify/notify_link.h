@@ -8,14 +8,20 @@
 // receive buffers the active end posts for them). So a SEND never finds the receive
 // queue empty; receiver-not-ready (kRnrRetryExceeded) remains only as the last guard,
 // and when the receiver does not take its messages the sender runs out of credits and
-// gets ResourceExhausted (back-pressure), never a silent drop.
+// gets kNoCredit (back-pressure), never a silent drop.
 //
 // Credit messages need no credits of their own: each returns at least one credit, so
 // the ones not yet read by the active end never outnumber the credits it spent, and it
 // posts a receive buffer for every credit it may hold.
 //
-// Every call takes the link's mutex: a notification is a control-path message (it is
-// sent once per batch, after the batch completed), not a datapath WR.
+// Posting never waits (notify_link_datapath.cc): post() copies the message into the
+// next free slot of a ring of send buffers (one per credit the link may hold), posts
+// the SEND and returns. Acknowledgements are reaped later, by the next post(), by a
+// caller waiting for its own SEND (sendState()) or when the link retires; a SEND that
+// completes in error is counted (Counters::failed) and breaks the link. SENDs of one
+// QP complete in order, so a ticket (the SEND's sequence number) says whether it was
+// acknowledged. post() only tries the link's mutex: a poster that finds it held gets
+// kRetry, so the datapath never waits for another thread; control-path calls lock it.
 #pragma once
 
 #include <cstdint>
@@ -26,12 +32,11 @@
 #include <vector>
 
 #include "fabric/fabric.h"
+#include "notify/notify_inbox.h"
 #include "tent/status.h"
 #include "wire/bootstrap_notify.h"
 
 namespace tent::notify {
-
-class Inbox;
 
 struct Limits {
   uint32_t max_message_bytes = 4096;
@@ -40,12 +45,31 @@ struct Limits {
 
 enum class Role : uint8_t { kActive = 0, kPassive };
 
+// What post() did. Only kPosted sent anything.
+enum class PostResult : uint8_t {
+  kPosted = 0,     // the SEND is posted; its acknowledgement is reaped later
+  kRetry,          // nothing posted, try again soon: every send buffer awaits its
+                   // acknowledgement, another thread holds the link, or (transport)
+                   // the endpoint is still connecting
+  kNoCredit,       // nothing posted: the receiver holds every buffer (back-pressure)
+  kNotSupported,   // the peer's bootstrap offers no notifications (or ours are off)
+  kTooLong,        // longer than the peer takes
+  kBroken,         // the QP failed: this link sends nothing more
+  kUnknownTarget,  // (transport) the segment is not open
+  kUnreachable,    // (transport) the segment's endpoint failed or backs off
+};
+
+// Where a waited-for SEND stands (sendState()).
+enum class SendState : uint8_t { kInFlight = 0, kAcked, kFailed };
+
 class NotifyLink {
  public:
   // kActive: `credits` bounds what it will take from a peer; kPassive: the receive
   // buffers it posts. `sender` (passive) names the peer segment its messages come from.
+  // `counters` (may be null) counts SENDs that complete in error after post() returned.
   static Result<std::unique_ptr<NotifyLink>> create(fabric::Device& device, const Limits& limits,
-                                                    Role role, std::string sender = "");
+                                                    Role role, Counters* counters,
+                                                    std::string sender = "");
   ~NotifyLink();
   NotifyLink(const NotifyLink&) = delete;
   NotifyLink& operator=(const NotifyLink&) = delete;
@@ -53,17 +77,22 @@ class NotifyLink {
   // What this end offers in its bootstrap: passive ends the credits and message size.
   metadata::NotifyExtension offer() const;
   // Wires the QP to the peer's notify QP and posts the receive buffers. A peer that
-  // offers nothing (`remote` not capable) leaves the link unsupported: send() is
-  // NotSupported and the QP is not wired.
-  Status connect(const metadata::NotifyExtension& remote, const fabric::PortIdentity& port);
+  // offers nothing (`remote` not capable) leaves the link unsupported: post() is
+  // kNotSupported and the QP is not wired. `traffic`: how the QP marks its packets (the
+  // initiator's qos.control on both ends).
+  Status connect(const metadata::NotifyExtension& remote, const fabric::PortIdentity& port,
+                 fabric::QpTraffic traffic = {});
   bool supported() const;
 
-  // Active end: one notification, waited for until the receiving NIC acknowledged it
-  // (its SEND completed) or `deadline_ns` (engine clock) passed. ResourceExhausted
-  // when the receiver holds every buffer (back-pressure; nothing was sent),
-  // InvalidArgument for a message longer than the peer takes, Unavailable once the
-  // QP failed.
-  Status send(std::string_view message, uint64_t deadline_ns);
+  // Active end: posts one notification and returns at once (never waits for the
+  // network or for another thread). `ticket`, when given, receives the SEND's sequence
+  // number for sendState(). No allocation.
+  PostResult post(std::string_view message, uint64_t* ticket = nullptr) noexcept;
+  // Active end: whether the SEND of `ticket` was acknowledged by the peer's NIC (reaps
+  // what completed). For a caller that waits for its own SEND (control path).
+  SendState sendState(uint64_t ticket) noexcept;
+  // What a PostResult means, as a Status for an API caller (control path).
+  Status explain(PostResult result) const;
 
   // Passive end: moves arrived notifications into `inbox` while it has room, posts
   // their buffers again and returns the credits. Called with the inbox's mutex held.
@@ -74,44 +103,56 @@ class NotifyLink {
   const std::string& sender() const noexcept { return sender_; }
   Role role() const noexcept { return role_; }
 
-  // QP to ERR (the endpoint is retiring): sends in progress fail, nothing new arrives.
+  // QP to ERR (the endpoint is retiring): what completed so far is reaped and counted,
+  // SENDs still in flight are flushed, nothing new arrives.
   void quiesce();
   uint32_t qpCount() const noexcept { return qp_ ? 1u : 0u; }
 
  private:
-  NotifyLink(fabric::Device& device, const Limits& limits, Role role, std::string sender);
+  NotifyLink(fabric::Device& device, const Limits& limits, Role role, Counters* counters,
+             std::string sender);
   Status init();
   bool postRecvSlot(uint32_t slot);
-  uint8_t* slotAt(uint32_t slot) const noexcept;
-  uint32_t sendSlot(uint32_t i) const noexcept { return recv_slots_ + i; }
-  void reapCreditsLocked();
-  void reapSendsLocked();
-  bool sendCreditsLocked();
+  uint8_t* recvSlot(uint32_t slot) const noexcept;
+  uint8_t* sendSlot(uint32_t slot) const noexcept;
+  void markBroken(const char* why) noexcept;
+  void reapCreditsLocked() noexcept;
+  void reapSendsLocked() noexcept;
+  PostResult postLocked(std::string_view message, uint64_t* ticket) noexcept;
+  bool postSendLocked(uint8_t* slot, uint32_t bytes) noexcept;
+  bool sendCreditsLocked() noexcept;
 
   fabric::Device& device_;
   const Limits limits_;
   const Role role_;
+  Counters* const counters_;
   const std::string sender_;
-  uint32_t slot_bytes_ = 0;
-  uint32_t recv_slots_ = 0;  // receive buffers (passive: notifications; active: credits)
-  uint32_t send_slots_ = 0;  // staging buffers of SENDs in flight
+  uint32_t recv_slot_bytes_ = 0;  // passive: a whole message; active: a credit message
+  uint32_t send_slot_bytes_ = 0;  // active: a whole message; passive: a credit message
+  uint32_t recv_slots_ = 0;       // receive buffers (passive: notifications; active: credits)
+  uint32_t send_slots_ = 0;       // the ring of staging buffers of SENDs in flight
   std::unique_ptr<fabric::CompletionQueue> send_cq_;
   std::unique_ptr<fabric::CompletionQueue> recv_cq_;
   std::unique_ptr<fabric::QueuePair> qp_;
-  std::vector<uint8_t> memory_;  // recv_slots_ + send_slots_ slots
+  std::vector<uint8_t> memory_;  // recv_slots_ receive buffers, then send_slots_ send buffers
   std::unique_ptr<fabric::MemoryRegion> mr_;
 
   Inbox* inbox_ = nullptr;
   mutable std::mutex mu_;
   bool wired_ = false;
   bool broken_ = false;
-  std::string broken_why_;
+  const char* broken_why_ = "";  // a literal: set on the datapath without allocating
+  fabric::WcStatus broken_status_ = fabric::WcStatus::kSuccess;  // the completion that broke it
+  bool quiesced_ = false;          // retiring: SENDs flushed from now on are not counted as failed
   uint32_t credits_ = 0;           // active: SENDs the peer has room for
   uint32_t remote_max_bytes_ = 0;  // active: the peer's longest message
   uint32_t uncredited_ = 0;        // passive: buffers posted again, credits not yet sent
-  uint32_t sends_in_flight_ = 0;   // passive: credit messages not yet completed
-  uint32_t next_send_slot_ = 0;
-  bool held_ = false;  // passive: a message polled that did not fit the inbox
+  // SENDs (active: notifications; passive: credit messages) by sequence number: posted
+  // and reaped (completions arrive in order); the ring slot of SEND n is n % send_slots_.
+  uint64_t posted_ = 0;
+  uint64_t reaped_ = 0;
+  uint64_t first_failed_ = UINT64_MAX;  // the first SEND that completed in error
+  bool held_ = false;                   // passive: a message polled that did not fit the inbox
   fabric::WorkCompletion held_wc_;
 };
 

@@ -30,6 +30,7 @@
 #include "model/rdma_task.h"
 #include "model/segment_table.h"
 #include "notify/notify_inbox.h"
+#include "notify/notify_link.h"
 #include "tent/transfer_engine.h"
 #include "topology/rail_map.h"
 
@@ -63,11 +64,18 @@ class RdmaTransport {
   void abandon(RdmaTask& task) noexcept;
   void fillStats(EngineStats* out) const;
 
-  // ---- notifications (rdma_transport_notify.cc; control path) ----
+  // ---- notifications (rdma_transport_notify*.cc) ----
   // One message to `target` over the notify QP of its endpoint (context 0, peer device
-  // 0: one QP per sender keeps arrival order), waiting for the endpoint to connect
-  // and the peer's NIC to acknowledge, at most notify.timeout_ms.
+  // 0: one QP per sender keeps arrival order), waiting (lcore::waiterPolicy) for the
+  // endpoint to connect and the peer's NIC to acknowledge, at most notify.timeout_ms.
   Status sendNotification(SegmentId target, std::string_view message);
+  // Datapath: posts one message to `target` and returns at once (a batch's notification,
+  // sent from a status poll). kRetry while the endpoint connects or every send buffer
+  // awaits its acknowledgement. Counts the outcome (sent, refused, unsupported, failed).
+  // `link` / `ticket` (optional) receive the link and the SEND's ticket.
+  notify::PostResult postNotification(SegmentId target, std::string_view message,
+                                      std::shared_ptr<notify::NotifyLink>* link = nullptr,
+                                      uint64_t* ticket = nullptr) noexcept;
   // What arrived (waiting up to `timeout_ns` for something; 0 = one look).
   Result<std::vector<Notification>> takeNotifications(uint64_t timeout_ns);
   notify::Counters& notifyCounters() noexcept { return notify_counters_; }

@@ -1,20 +1,35 @@
-// Notifications: the sending side finds the target's endpoint (asking the control plane
-// to connect it, as a slice would) and sends over its notify link; the receiving side
-// is the inbox the passive links deliver into. Control path: callers wait here, with
-// deadlines, and may allocate.
-#include <algorithm>
-#include <chrono>
-#include <thread>
-
+// Notifications, control path: a standalone send posts its message (the datapath half,
+// rdma_transport_notify_datapath.cc) and waits, with a deadline and the engine's waiter
+// policy, for the endpoint to connect and for its SEND's acknowledgement; the
+// receiving side is the inbox the passive links deliver into.
 #include "base/clock.h"
-#include "base/ebr.h"
-#include "model/rdma_endpoint.h"
+#include "lcore/idle.h"
 #include "transport/rdma_transport.h"
 
 namespace tent::rdma {
 
+namespace {
+// The longest sleep of a waiting send or receive: an acknowledgement takes microseconds
+// on a NIC, a connect milliseconds.
+constexpr uint32_t kSendWaitSleepMaxUs = 1000;
+
+Status explainPost(notify::PostResult r, const notify::NotifyLink* link) {
+  if (link != nullptr) return link->explain(r);
+  switch (r) {
+    case notify::PostResult::kNotSupported:
+      return Status::NotSupported("this endpoint has no notify QP");
+    case notify::PostResult::kUnknownTarget:
+      return Status::NotFound("the segment is not open");
+    case notify::PostResult::kUnreachable:
+      return Status::Unavailable("the segment is unreachable or backing off");
+    default:
+      return Status::Internal("notification not posted");
+  }
+}
+}  // namespace
+
 Status RdmaTransport::sendNotification(SegmentId target, std::string_view message) {
-  notify::Counters& n = notify_counters_;
+  const std::string who = "notification to segment " + std::to_string(target);
   if (!config_->notify.enabled)
     return Status::NotSupported("notifications are off here (notify.enabled: false)");
   if (message.size() > config_->notify.max_message_bytes)
@@ -22,52 +37,48 @@ Status RdmaTransport::sendNotification(SegmentId target, std::string_view messag
                                    " bytes; notify.max_message_bytes is " +
                                    std::to_string(config_->notify.max_message_bytes));
   const uint64_t deadline = clock::engineNowNs() + uint64_t{config_->notify.timeout_ms} * 1000000;
+  lcore::IdleBackoff backoff(lcore::waiterPolicy(kSendWaitSleepMaxUs));
   std::shared_ptr<notify::NotifyLink> link;
-  auto pause = std::chrono::microseconds(10);
+  uint64_t ticket = 0;
   for (;;) {
-    EndpointLookup found;
-    {
-      ebr::ReadSection section;
-      RdmaEndPoint* ep = nullptr;
-      found = datapath_->lookup(0, target, 0, clock::engineNowNs(), &ep);
-      if (found == EndpointLookup::kReady) link = ep->notifyLink();
-    }
-    if (found == EndpointLookup::kReady) break;
-    if (found == EndpointLookup::kUnknown)
-      return Status::NotFound("segment " + std::to_string(target) + " is not open");
-    if (found == EndpointLookup::kFailed)
-      return Status::Unavailable("segment " + std::to_string(target) +
-                                 " is unreachable or backing off");
+    const notify::PostResult r = postNotification(target, message, &link, &ticket);
+    if (r == notify::PostResult::kPosted) break;
+    if (r != notify::PostResult::kRetry) return explainPost(r, link.get()).withContext(who);
     if (clock::engineNowNs() >= deadline)
-      return Status::Timeout("no endpoint to segment " + std::to_string(target) +
-                             " within notify.timeout_ms");
-    std::this_thread::sleep_for(pause);
-    pause = std::min(pause * 2, std::chrono::microseconds(1000));
+      return Status::Timeout(who + ": no ready endpoint or no free notify send buffer within " +
+                             "notify.timeout_ms");
+    backoff.onIdle();
   }
-  Status s =
-      link ? link->send(message, deadline) : Status::NotSupported("this endpoint has no notify QP");
-  switch (s.code()) {
-    case StatusCode::kOk:
-      n.sent.fetch_add(1, std::memory_order_relaxed);
-      n.sent_bytes.fetch_add(message.size(), std::memory_order_relaxed);
-      break;
-    case StatusCode::kResourceExhausted:
-      n.refused.fetch_add(1, std::memory_order_relaxed);
-      break;
-    case StatusCode::kNotSupported:
-      n.unsupported.fetch_add(1, std::memory_order_relaxed);
-      break;
-    case StatusCode::kInvalidArgument:
-      break;  // the caller's message, not the channel
-    default:
-      n.failed.fetch_add(1, std::memory_order_relaxed);
+  // Posted (and counted as sent). Wait for the peer's NIC: the message is in its buffer.
+  backoff.onBusy();
+  for (;;) {
+    switch (link->sendState(ticket)) {
+      case notify::SendState::kAcked:
+        return Status::OK();
+      case notify::SendState::kFailed:  // counted as failed by the link
+        return link->explain(notify::PostResult::kBroken).withContext(who);
+      case notify::SendState::kInFlight:
+        break;
+    }
+    if (clock::engineNowNs() >= deadline)
+      return Status::Timeout(who + ": posted, not acknowledged by the peer's NIC within " +
+                             "notify.timeout_ms (a later failure of its SEND is counted)");
+    backoff.onIdle();
   }
-  return s.withContext("notification to segment " + std::to_string(target));
 }
 
 Result<std::vector<Notification>> RdmaTransport::takeNotifications(uint64_t timeout_ns) {
-  std::vector<notify::Notification> got =
-      timeout_ns == 0 ? inbox_->take() : inbox_->wait(timeout_ns);
+  std::vector<notify::Notification> got = inbox_->take();
+  if (got.empty() && timeout_ns != 0) {
+    // Nothing polls for notifications on its own: the waiting caller passes over the
+    // links again, spinning briefly, then sleeping up to 1 ms between passes.
+    const uint64_t deadline = clock::engineNowNs() + timeout_ns;
+    lcore::IdleBackoff backoff(lcore::waiterPolicy(kSendWaitSleepMaxUs));
+    while (got.empty() && clock::engineNowNs() < deadline) {
+      backoff.onIdle();
+      got = inbox_->take();
+    }
+  }
   std::vector<Notification> out;
   out.reserve(got.size());
   for (auto& g : got) out.push_back({std::move(g.sender), std::move(g.message)});

@@ -10,6 +10,8 @@
 //   resume  - prints RESUMED once the loop was released
 //   metadata - prints its localMetadata() blob in hex (the metadata blob tests carry
 //             it over this pipe, a stand-in for a serving stack's own side channel)
+//   notifications MS - waits up to MS ms for notifications; prints
+//             "NOTES <count> <message>|<message>..." (every one that arrived)
 #include <unistd.h>
 
 #include <cstdio>
@@ -61,6 +63,13 @@ int main(int argc, char** argv) {
       for (unsigned char c : blob.ok() ? *blob : std::string())
         hex += {kDigits[c >> 4], kDigits[c & 15]};
       std::printf("%s\n", blob.ok() ? hex.c_str() : blob.status().toString().c_str());
+    } else if (line.rfind("notifications ", 0) == 0) {
+      const uint64_t ms = std::strtoull(line.c_str() + 14, nullptr, 10);
+      auto got = (*engine)->waitNotifications(ms * 1000000);
+      std::string out = "NOTES " + std::to_string(got.ok() ? got->size() : 0) + " ";
+      for (size_t i = 0; got.ok() && i < got->size(); ++i)
+        out += (i ? "|" : "") + (*got)[i].message;
+      std::printf("%s\n", got.ok() ? out.c_str() : got.status().toString().c_str());
     } else if (line == "resume" && stall) {
       stall->set_value();
       stall.reset();

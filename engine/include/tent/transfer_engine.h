@@ -237,13 +237,13 @@ struct TargetStats {
 
 // Notifications (docs/engine.md, "Notifications"), both directions.
 struct NotifyStats {
-  uint64_t sent = 0;  // delivered into a peer's receive buffer (its NIC acknowledged them)
+  uint64_t sent = 0;  // SENDs posted to a peer (acknowledgements are reaped later)
   uint64_t sent_bytes = 0;
   uint64_t received = 0;  // moved into this engine's inbox
   uint64_t received_bytes = 0;
   uint64_t refused = 0;          // sends refused by back-pressure: the peer's queue was full
   uint64_t unsupported = 0;      // sends to a peer whose bootstrap offers no notifications
-  uint64_t failed = 0;           // sends that failed otherwise (notify QP error, timeout)
+  uint64_t failed = 0;           // not delivered: notify QP failed, SEND completed in error
   uint64_t dropped_batches = 0;  // batch notifications not sent because the batch failed
   uint64_t held = 0;             // received and not yet taken by getNotifications
 };

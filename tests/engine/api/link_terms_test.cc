@@ -39,16 +39,17 @@ TEST(LinkTerms, TheInitiatorsClassesAndRandomPsnsReachBothSides) {
   if (testFabric() != TestFabric::kFakeVerbs)
     GTEST_SKIP() << "QP attributes are checked on the fake verbs device; this run uses "
                  << testProviderName();
-  // The data and direct classes only: notify QPs are wired by their own link and do not
-  // take qos.control yet (left for the notify link).
+  // The data and direct classes only (notify QPs: the next test).
   const std::string kNoNotify = "notify: {enabled: false}\n";
   auto& fake = fabric::testing::engineTestVerbs();
   Node a(
       simYaml("qos: {data: {traffic_class: 104, service_level: 3}, "
-              "direct: {traffic_class: 184, service_level: 5}}\n" + kNoNotify));
+              "direct: {traffic_class: 184, service_level: 5}}\n" +
+              kNoNotify));
   Node b(
       simYaml("qos: {data: {traffic_class: 32, service_level: 1}, "
-              "direct: {traffic_class: 64, service_level: 2}}\n" + kNoNotify));
+              "direct: {traffic_class: 64, service_level: 2}}\n" +
+              kNoNotify));
   ASSERT_TRUE(a.engine && b.engine);
   const size_t before = fake.transitions().size();
   auto seg = a.engine->openSegment(b.engine->segmentName());
@@ -88,6 +89,42 @@ TEST(LinkTerms, TheInitiatorsClassesAndRandomPsnsReachBothSides) {
   std::sort(sq.begin(), sq.end());
   EXPECT_EQ(rq, sq);
   EXPECT_TRUE(std::any_of(sq.begin(), sq.end(), [](uint32_t p) { return p != 0; }));
+}
+
+// The notify QPs carry control traffic: they take the initiator's qos.control, on its
+// notify QP and on the target's twin, and a notification goes through them.
+TEST(LinkTerms, NotifyQpsTakeTheInitiatorsControlClass) {
+  if (testFabric() != TestFabric::kFakeVerbs)
+    GTEST_SKIP() << "QP attributes are checked on the fake verbs device; this run uses "
+                 << testProviderName();
+  auto& fake = fabric::testing::engineTestVerbs();
+  Node a(
+      simYaml("qos: {data: {traffic_class: 104, service_level: 3}, "
+              "control: {traffic_class: 192, service_level: 7}}\n"));
+  Node b(
+      simYaml("qos: {data: {traffic_class: 32, service_level: 1}, "
+              "control: {traffic_class: 96, service_level: 4}}\n"));
+  ASSERT_TRUE(a.engine && b.engine);
+  const size_t before = fake.transitions().size();
+  auto seg = a.engine->openSegment(b.engine->segmentName());
+  ASSERT_TRUE(seg.ok()) << seg.status().toString();
+  ASSERT_TRUE(a.engine->sendNotification(*seg, "on the control class").ok());
+  auto got = b.engine->waitNotifications(60'000'000'000ull);
+  ASSERT_TRUE(got.ok());
+  ASSERT_EQ(got->size(), 1u);
+  EXPECT_EQ((*got)[0].message, "on the control class");
+
+  const auto all = fake.transitions();
+  std::map<std::pair<int, int>, int> classes;  // (traffic class, SL) -> RTRs
+  for (size_t i = before; i < all.size(); ++i)
+    if (all[i].state == IBV_QPS_RTR) ++classes[{all[i].traffic_class, all[i].service_level}];
+  const std::pair<int, int> control{192, 7}, target_control{96, 4};
+  EXPECT_EQ(classes.count(target_control), 0u) << "the target's own control class";
+  // One notify QP pair per endpoint: the initiator's and its twin at the target.
+  EXPECT_GE(classes[control], 2);
+  EXPECT_EQ(classes[control] % 2, 0);
+  const std::pair<int, int> data{104, 3};
+  EXPECT_GE(classes[data], 2);  // the data QPs keep the data class
 }
 #endif
 

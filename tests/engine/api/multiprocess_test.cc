@@ -208,6 +208,68 @@ TEST_F(MultiProcess, PeerKilledMidTransferThenRestarted) {
   EXPECT_EQ(std::memcmp(local, fresh.data() + (1 << 20), 1 << 20), 0);
 }
 
+// A batch whose target dies under it delivers no notification: the initiator sees the
+// batch FAILED and counts the notification dropped, and the target restarted at the
+// same address never receives it; a fresh notification afterwards arrives alone.
+TEST_F(MultiProcess, PeerKilledMidBatchGetsNoNotificationNotEvenAfterItRestarts) {
+  // The 1 Gb/s link of PeerKilledMidTransferThenRestarted: 32 x 1 MiB take ~270 ms.
+  const std::string slow =
+      "\nfabric: {provider: soft, soft: {devices: [{name: soft0, link_gbps: 1}], "
+      "retry_budget_ms: 50}}\n";
+  engine.reset();
+  engine = makeEngine(
+      "bootstrap: {listen: \"127.0.0.1:0\", connect_timeout_ms: 1000}\n"
+      "workers: {slice_timeout_ms: 60000, max_slice_retries: 2}\n"
+      "timeouts: {endpoint_destroy_ms: 300}\n" +
+      slow);
+  ASSERT_NE(engine, nullptr);
+  local = static_cast<uint8_t*>(*engine->allocateLocalMemory(kLocal * 2, "*"));
+  std::string err;
+  ASSERT_TRUE(peer.start(peerExe(), 32 << 20, 5, "127.0.0.1:0", slow, &err)) << err;
+  auto seg = engine->openSegment(peer.segment);
+  ASSERT_TRUE(seg.ok());
+  ASSERT_TRUE(engine->sendNotification(*seg, "hello").ok());  // connected, channel works
+  ASSERT_EQ(peer.command("notifications 60000"), "NOTES 1 hello");
+  constexpr size_t kTasks = 32;
+  fillPattern(local, kTasks << 20, 8);
+  auto b = *engine->allocateBatch(kTasks);
+  std::vector<Request> reqs;
+  for (size_t i = 0; i < kTasks; ++i)
+    reqs.push_back(
+        {OpCode::WRITE, local + i * (1 << 20), *seg, peer.addr + i * (1 << 20), 1 << 20});
+  ASSERT_TRUE(engine->submitTransfer(b, reqs, "stale: the batch failed").ok());
+  const std::string segment_name = peer.segment;
+  peer.kill();
+  Result<TransferStatus> st = Status::Internal("not polled");
+  for (auto end = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+       std::chrono::steady_clock::now() < end;) {
+    st = engine->getBatchTransferStatus(b);
+    if (!st.ok() || st->state != TransferState::PENDING) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  ASSERT_TRUE(st.ok()) << st.status().toString();
+  EXPECT_EQ(st->state, TransferState::FAILED);
+  EXPECT_TRUE(engine->freeBatch(b).ok());
+  EngineStats s = engine->stats();
+  EXPECT_EQ(s.notify.dropped_batches, 1u);
+  EXPECT_EQ(s.notify.sent, 1u);  // "hello" only
+
+  ASSERT_TRUE(peer.start(peerExe(), 32 << 20, 6, segment_name, slow, &err)) << err;
+  auto again = engine->openSegment(segment_name);
+  ASSERT_TRUE(again.ok());
+  Status sent = Status::Unavailable("not sent");
+  for (auto end = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+       std::chrono::steady_clock::now() < end && !sent.ok();) {
+    sent = engine->sendNotification(*again, "fresh");  // may meet the old endpoint retiring
+    if (!sent.ok()) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  ASSERT_TRUE(sent.ok()) << sent.toString();
+  // The fresh one arrives, and alone: the stale one went nowhere.
+  EXPECT_EQ(peer.command("notifications 60000"), "NOTES 1 fresh");
+  EXPECT_EQ(peer.command("notifications 100"), "NOTES 0 ");
+  EXPECT_EQ(engine->stats().notify.dropped_batches, 1u);
+}
+
 TEST_F(MultiProcess, TargetRangeBeyondPeerBufferIsRejected) {
   startPeer(1 << 20, 3);
   auto seg = engine->openSegment(peer.segment);

@@ -11,6 +11,7 @@
 #include <set>
 #include <thread>
 
+#include "fabric/soft/soft_faults.h"
 #include "tests/support/engine_test_util.h"
 
 namespace tent::testing {
@@ -123,6 +124,46 @@ TEST(Notify, ScatteredWritesOnTwoRailsThenTheNotificationTargetSeesEveryByteOnRe
   // Both rails carried the batches' bytes.
   ASSERT_EQ(as.devices.size(), 2u);
   for (const auto& d : as.devices) EXPECT_GT(as.bytes_per_device.at(d), 0u) << d;
+}
+
+// A status poll posts the batch's notification and returns: it never waits for the
+// target NIC's acknowledgement. The initiator's SENDs are acknowledged an hour late
+// (soft: their completions are held; the message itself is placed at the target at
+// once), so a poll that waited for the ack could only come back with a timeout.
+TEST(Notify, AStatusPollPostsTheNotificationAndReturnsWhileItsAckIsOutstanding) {
+  TENT_SKIP_UNLESS_SOFT("holding a SEND's acknowledgement");
+  Node a(simYaml("notify: {timeout_ms: 1000}\n")), b(simYaml());
+  ASSERT_TRUE(a.engine && b.engine);
+  auto seg = a.engine->openSegment(b.engine->segmentName());
+  ASSERT_TRUE(seg.ok());
+  auto* faults = fabric::soft::faultInjector(a.engine->provider());
+  ASSERT_NE(faults, nullptr);
+  fabric::soft::FaultRule late;
+  late.every_nth = 1;
+  late.opcode = fabric::WrOpcode::kSend;  // only notifications: the data are WRITEs
+  late.action = fabric::soft::FaultAction::kDelay;
+  late.delay_ns = 3600 * kSecond;
+  const uint32_t rule = faults->addRule(late).value();
+  for (uint32_t round = 0; round < 3; ++round) {
+    fillPattern(a.mem, 65536, 70 + round);
+    Request r{OpCode::WRITE, a.mem, *seg, reinterpret_cast<uint64_t>(b.mem), 65536};
+    auto batch = a.engine->allocateBatch(1);
+    ASSERT_TRUE(batch.ok());
+    ASSERT_TRUE(a.engine->submitTransfer(*batch, {&r, 1}, "landed " + std::to_string(round)).ok());
+    auto st = settle(*a.engine, *batch);
+    ASSERT_TRUE(st.ok()) << st.status().toString();
+    EXPECT_EQ(st->state, TransferState::COMPLETED);
+    EXPECT_EQ(faults->hits(rule), round + 1u);  // posted, and its ack is an hour away
+    ASSERT_TRUE(a.engine->freeBatch(*batch).ok());
+    auto got = b.engine->waitNotifications(60 * kSecond);
+    ASSERT_TRUE(got.ok());
+    ASSERT_EQ(got->size(), 1u);
+    EXPECT_EQ((*got)[0].message, "landed " + std::to_string(round));
+    EXPECT_EQ(checkPattern(b.mem, 65536, 70 + round), -1);
+  }
+  const EngineStats as = a.stats();
+  EXPECT_EQ(as.notify.sent, 3u);
+  EXPECT_EQ(as.notify.refused + as.notify.failed + as.notify.dropped_batches, 0u);
 }
 
 TEST(Notify, ABatchThatFailsDeliversNoNotification) {
