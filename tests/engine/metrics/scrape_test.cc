@@ -132,6 +132,14 @@ Series expectedSeries(const EngineStats& s, const std::string& engine_name) {
   put("tent_notify_failed_total", s.notify.failed);
   put("tent_notify_dropped_batches_total", s.notify.dropped_batches);
   put("tent_notify_held", s.notify.held);
+  const DeviceEventStats& ev = s.device_events;
+  put("tent_device_events_total", ev.fatal, {{"event", "fatal"}});
+  put("tent_device_events_total", ev.port_down, {{"event", "port_down"}});
+  put("tent_device_events_total", ev.port_up, {{"event", "port_up"}});
+  put("tent_device_events_total", ev.address_changes, {{"event", "address_change"}});
+  put("tent_devices_down", ev.devices_down);
+  put("tent_dead_device_failures_total", ev.failed_slices, {{"path", "worker"}});
+  put("tent_dead_device_failures_total", ev.failed_direct, {{"path", "direct"}});
   put("tent_transferred_bytes_total", s.bytes_transferred);
   for (const auto& [dev, n] : s.bytes_per_device)
     put("tent_device_transferred_bytes_total", n, {{"device", dev}});
