@@ -131,7 +131,7 @@ class DeviceEvents : public ::testing::Test {
  protected:
   void SetUp() override {
     SKIP_WITHOUT_EVENTS();
-    a_ = std::make_unique<Node>(simYaml());
+    a_ = std::make_unique<Node>(simYaml("", "", workersA()));
     b_ = std::make_unique<Node>(simYaml());
     ASSERT_TRUE(a_->engine && b_->engine && a_->mem && b_->mem);
     auto seg = a_->engine->openSegment(b_->engine->segmentName());
@@ -149,6 +149,7 @@ class DeviceEvents : public ::testing::Test {
     b_.reset();
   }
   EngineStats statsA() { return a_->engine->stats(); }
+  virtual std::string workersA() const { return ""; }
 
   std::unique_ptr<Node> a_, b_;
   SegmentId seg_ = 0;
@@ -222,6 +223,35 @@ TEST_F(DeviceEvents, FatalErrorFailsTheDeadDevicesTasksOthersComplete) {
   EXPECT_EQ(one(*a_, ~0ull, OpCode::WRITE, 0, seg_, b_->mem, kTask), TransferState::COMPLETED);
   EXPECT_EQ(checkPattern(b_->mem, kTask, 9), -1);
   EXPECT_EQ(statsA().bytes_per_device["soft1"], st.bytes_per_device.at("soft1"));
+}
+
+// A slice that timed out waits for its flush, which a dead device never sends: the
+// fatal error ends it too, and its task with TIMEOUT.
+class DeviceEventsShortTimeout : public DeviceEvents {
+ protected:
+  std::string workersA() const override { return ", slice_timeout_ms: 100"; }
+};
+
+TEST_F(DeviceEventsShortTimeout, FatalErrorEndsSlicesWaitingForTheirFlush) {
+  TransferEngineImpl& a = *a_->engine;
+  const uint64_t pool_baseline = a.transport().slicePool().available();
+  holdCompletions(a, 1);
+  auto b = *a.allocateBatch(1);
+  Request r{OpCode::WRITE, a_->mem, seg_, reinterpret_cast<uint64_t>(b_->mem), kTask};
+  ASSERT_TRUE(a.submitTransferWithMask(b, {&r, 1}, kSoft1).ok());
+  auto timeouts = [&] {
+    uint64_t n = 0;
+    for (size_t i = 0; i < a.transport().pollerCount(); ++i)
+      n += a.transport().poller(i).counters().slice_timeouts.load();
+    return n;
+  };
+  ASSERT_TRUE(stepUntil(a, [&] { return timeouts() > 0; }));
+  inject(a, 1, DeviceEventType::kFatal);
+  ASSERT_TRUE(eventually([&] { return statsA().device_events.fatal == 1; }));
+  EXPECT_EQ(waitTask(a, b, 0).state, TransferState::TIMEOUT);
+  ASSERT_TRUE(drainPollers(a));
+  ASSERT_TRUE(a.freeBatch(b).ok());
+  EXPECT_EQ(a.transport().slicePool().available(), pool_baseline);
 }
 
 // Port down pauses the rail (nothing is routed to it, other rails serve); port up
