@@ -85,7 +85,8 @@ class DirectPath {
   void completeSlice(RdmaSlice* s, fabric::WcStatus status, uint64_t now) noexcept;
   void retryOrFail(RdmaTask& task, RdmaSlice* s, fabric::WcStatus status, uint64_t now) noexcept;
   void expire(RdmaContext& ctx, uint64_t now) noexcept;
-  unsigned failDeadLanes(RdmaContext& ctx, uint64_t now) noexcept;
+  // A dead device's lanes: fails the WRs posted there (no completion will come).
+  unsigned failDeadLanes(RdmaContext& ctx) noexcept;
   void countDecline(DirectDecline d) noexcept;
 
   // A piece that could not be posted continues on its context's rail poller.

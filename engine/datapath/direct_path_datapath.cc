@@ -200,7 +200,7 @@ unsigned DirectPath::pollContexts(const std::vector<RdmaContext*>& contexts) noe
   unsigned n = 0;
   for (RdmaContext* ctx : contexts) {
     if (ctx->dead()) {
-      n += failDeadLanes(*ctx, now);
+      n += failDeadLanes(*ctx);
       continue;
     }
     if (ctx->needsReaper(now, grace)) n += pollContext(*ctx, true);
@@ -212,7 +212,7 @@ unsigned DirectPath::pollContexts(const std::vector<RdmaContext*>& contexts) noe
 // of this context) fails the WRs posted on its lanes. Each lane goes to whichever of
 // this and a late completion releases it first (claimDeadLane), so a slice is handled
 // once. The task fails: no retry elsewhere, the WR's effect is unknown.
-unsigned DirectPath::failDeadLanes(RdmaContext& ctx, uint64_t now) noexcept {
+unsigned DirectPath::failDeadLanes(RdmaContext& ctx) noexcept {
   unsigned n = 0;
   for (uint32_t slot = 0; slot < ctx.laneDepth(); ++slot) {
     RdmaSlice* s = ctx.claimDeadLane(slot);
@@ -225,7 +225,6 @@ unsigned DirectPath::failDeadLanes(RdmaContext& ctx, uint64_t now) noexcept {
     task.recordError(TransferState::FAILED);
     abandon(task);
     dp_.finishSlice(s, SliceResult::kFailed);
-    (void)now;
     ++n;
   }
   return n;
