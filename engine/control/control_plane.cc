@@ -105,6 +105,10 @@ Status ControlPlane::init() {
   requests_handler_ = std::make_unique<RequestsHandler>(*this);
   TENT_RETURN_IF_ERROR(server_->start());
   TENT_RETURN_IF_ERROR(loop_->add(deps_.requests.wakeFd(), EPOLLIN, requests_handler_.get()));
+  device_events_ = std::make_unique<DeviceEvents>(*loop_, deps_.contexts, [this] {
+    if (!stopped_.load()) publishLocal();
+  });
+  TENT_RETURN_IF_ERROR(device_events_->start());
   loop_->start("tent-control");
   // Transfers to LOCAL_SEGMENT_ID bootstrap through our own listener: have that
   // session up before the engine is handed out.
@@ -145,6 +149,7 @@ void ControlPlane::shutdown() {
     passive_.reset();
     peers_->reclaimAll();
     loop_->remove(deps_.requests.wakeFd());
+    if (device_events_) device_events_->stop();
     loop_->stop();
   };
   loop_->post([this, teardown] {
@@ -235,12 +240,16 @@ void ControlPlane::localChanged() {
   if (stopped_.load()) return;
   // A Timeout here (a stalled loop) leaves the task queued: it still runs.
   Status s = call<Status>("publish the local descriptor", [this] {
-    peers_->localChanged();
-    if (registry_) registry_->updateOwn(deps_.local.encodedDescriptor(metadata::kDescriptorVersion));
-    server_->pushDescriptor([this](uint16_t v) { return deps_.local.encodedDescriptor(v); });
+    publishLocal();
     return Status::OK();
   });
   if (!s.ok()) TENT_WARN(kEngine, "%s", s.toString().c_str());
+}
+
+void ControlPlane::publishLocal() {
+  peers_->localChanged();
+  if (registry_) registry_->updateOwn(deps_.local.encodedDescriptor(metadata::kDescriptorVersion));
+  server_->pushDescriptor([this](uint16_t v) { return deps_.local.encodedDescriptor(v); });
 }
 
 void ControlPlane::fillStats(EngineStats* out) const {
@@ -273,6 +282,15 @@ void ControlPlane::fillStats(EngineStats* out) const {
   out->control.sessions_evicted = get(counters_.sessions_evicted);
   out->control.source_cap_hits = get(counters_.source_cap_hits);
   fillFleetStats(out);
+  if (device_events_) {
+    const DeviceEventCounters& ev = device_events_->counters();
+    out->device_events.fatal = get(ev.fatal);
+    out->device_events.port_down = get(ev.port_down);
+    out->device_events.port_up = get(ev.port_up);
+    out->device_events.address_changes = get(ev.address_changes);
+  }
+  for (const rdma::RdmaContext* ctx : deps_.contexts)
+    out->device_events.devices_down += ctx->down();
 }
 
 }  // namespace tent::control

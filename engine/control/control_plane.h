@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "config/config.h"
+#include "control/device_events.h"
 #include "control/loop_calls.h"
 #include "net/auth.h"
 #include "net/control_stats.h"
@@ -149,6 +150,9 @@ class ControlPlane {
   std::unique_ptr<EndpointManager> endpoints_;
   std::unique_ptr<PeerSegments> peers_;
   std::unique_ptr<EventLoop::Handler> requests_handler_;
+  std::unique_ptr<DeviceEvents> device_events_;
+  // The local descriptor changed (memory, a device's address): pushed to peers. Loop.
+  void publishLocal();
   uint64_t openBudgetNs() const noexcept;
   Status startFleet(const std::string& host);
   void startRegistration();

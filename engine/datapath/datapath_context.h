@@ -74,6 +74,9 @@ class DatapathContext {
   // Picks the device pair for a slice (first try and retries); false when none.
   bool routeSlice(RdmaSlice& slice, uint64_t now) const noexcept;
   uint64_t pausedMask(uint64_t now) const noexcept;
+  // Devices whose port is down or that are dead (device events): never routed to.
+  uint64_t downMask() const noexcept;
+  uint64_t usableDevices(uint64_t device_mask) const noexcept { return device_mask & ~downMask(); }
   // The poller that carries the slice: its context's rail poller when the task takes
   // the priority lane, else the background poller owning its endpoint slot.
   SlicePoller* pollerFor(const RdmaTask& task, const RdmaSlice& slice) const noexcept;

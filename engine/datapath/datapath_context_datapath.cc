@@ -53,11 +53,18 @@ uint64_t DatapathContext::pausedMask(uint64_t now) const noexcept {
   return mask;
 }
 
+uint64_t DatapathContext::downMask() const noexcept {
+  uint64_t mask = 0;
+  for (size_t i = 0; i < contexts_.size(); ++i)
+    if (contexts_[i]->down()) mask |= 1ull << i;
+  return mask;
+}
+
 bool DatapathContext::routeSlice(RdmaSlice& s, uint64_t now) const noexcept {
   const RdmaTask& task = *s.task;
   uint32_t candidates[kMaxDevices];
-  size_t n = localCandidates(rails_, task.location, task.device_mask, pausedMask(now), candidates,
-                             kMaxDevices);
+  size_t n = localCandidates(rails_, task.location, usableDevices(task.device_mask),
+                             pausedMask(now), candidates, kMaxDevices);
   if (n == 0) return false;
   uint32_t local = candidates[(s.rr_hint + s.retries) % n];
   const auto& tb = task.peer->descriptor.buffers[task.target_buffer];

@@ -43,7 +43,8 @@ struct DirectCounters {
   std::atomic<uint64_t> post_failures{0};
   std::atomic<uint64_t> completion_errors{0};
   std::atomic<uint64_t> timeouts{0};
-  std::atomic<uint64_t> retries{0};  // failed pieces sent to the worker path again
+  std::atomic<uint64_t> retries{0};               // failed pieces sent to the worker path again
+  std::atomic<uint64_t> dead_device_failures{0};  // WRs failed for a dead device
   std::atomic<uint64_t> bytes{0};
   static constexpr size_t kBuckets = 40;
   std::array<std::atomic<uint64_t>, kBuckets> latency{};
@@ -84,6 +85,8 @@ class DirectPath {
   void completeSlice(RdmaSlice* s, fabric::WcStatus status, uint64_t now) noexcept;
   void retryOrFail(RdmaTask& task, RdmaSlice* s, fabric::WcStatus status, uint64_t now) noexcept;
   void expire(RdmaContext& ctx, uint64_t now) noexcept;
+  // A dead device's lanes: fails the WRs posted there (no completion will come).
+  unsigned failDeadLanes(RdmaContext& ctx) noexcept;
   void countDecline(DirectDecline d) noexcept;
 
   // A piece that could not be posted continues on its context's rail poller.

@@ -83,8 +83,8 @@ DirectDecline DirectPath::trySubmitDirect(RdmaTask& task, uint64_t now) noexcept
 // ceil(length / block_size)) slices, the target device by the worker path's rule.
 DirectDecline DirectPath::plan_(RdmaTask& task, uint64_t now, DirectPlan& plan) noexcept {
   uint32_t candidates[kMaxDevices];
-  size_t n = localCandidates(dp_.rails(), task.location, task.device_mask, dp_.pausedMask(now),
-                             candidates, kMaxDevices);
+  size_t n = localCandidates(dp_.rails(), task.location, dp_.usableDevices(task.device_mask),
+                             dp_.pausedMask(now), candidates, kMaxDevices);
   if (n == 0) return DirectDecline::kUnresolvable;
   const uint64_t block = dp_.config().workers.block_size;
   const uint64_t len = task.request.length;
@@ -170,7 +170,7 @@ void DirectPath::post_(RdmaTask& task, uint64_t submit_ns, DirectPlan& plan) noe
                     task.local_buffer->lkeys[s->local_device]};
     fabric::SendWr wr{reinterpret_cast<uint64_t>(s), s->opcode, true, 1, &sge, s->target_addr,
                       tb.rkeys[s->peer_device],      nullptr};
-    l.ctx->notePosted(l.slot, now, l.ep);
+    l.ctx->notePosted(l.slot, now, l.ep, s);
     const fabric::SendWr* bad = nullptr;
     const int rc = l.ep->directQp()->postSend(&wr, &bad);
     l.ep->releaseDirectPoster();
@@ -178,9 +178,10 @@ void DirectPath::post_(RdmaTask& task, uint64_t submit_ns, DirectPlan& plan) noe
     if (rc == 0) continue;
     // Post failed (the QP left RTS under us): this piece takes the worker path.
     // Nothing of it was posted, so its lane, quota and timeout slot return at once.
+    // A dead device's reaper may have taken the slice already (failDeadLanes).
+    if (!l.ctx->releaseLaneForCompletion(&task)) continue;
     counters_.post_failures.fetch_add(1, std::memory_order_relaxed);
     l.ep->returnDirectQuota();
-    l.ctx->releaseDirectLane(&task);
     dp_.requestReset(l.ep);
     fallbackSlice(task, s, now);
   }
@@ -197,8 +198,35 @@ unsigned DirectPath::pollContexts(const std::vector<RdmaContext*>& contexts) noe
       cfg.poll_by_rail ? std::min<uint64_t>(uint64_t{cfg.rail_grace_us} * 1000, timeout) : timeout;
   const uint64_t now = clock::engineNowNs();
   unsigned n = 0;
-  for (RdmaContext* ctx : contexts)
+  for (RdmaContext* ctx : contexts) {
+    if (ctx->dead()) {
+      n += failDeadLanes(*ctx);
+      continue;
+    }
     if (ctx->needsReaper(now, grace)) n += pollContext(*ctx, true);
+  }
+  return n;
+}
+
+// A dead device completes nothing, not even a flush: its rail poller (the one reaper
+// of this context) fails the WRs posted on its lanes. Each lane goes to whichever of
+// this and a late completion releases it first (claimDeadLane), so a slice is handled
+// once. The task fails: no retry elsewhere, the WR's effect is unknown.
+unsigned DirectPath::failDeadLanes(RdmaContext& ctx) noexcept {
+  unsigned n = 0;
+  for (uint32_t slot = 0; slot < ctx.laneDepth(); ++slot) {
+    RdmaSlice* s = ctx.claimDeadLane(slot);
+    if (s == nullptr) continue;
+    RdmaTask& task = *s->task;
+    s->endpoint->returnDirectQuota();
+    dp_.requestReset(s->endpoint);
+    counters_.completion_errors.fetch_add(1, std::memory_order_relaxed);
+    counters_.dead_device_failures.fetch_add(1, std::memory_order_relaxed);
+    task.recordError(TransferState::FAILED);
+    abandon(task);
+    dp_.finishSlice(s, SliceResult::kFailed);
+    ++n;
+  }
   return n;
 }
 
@@ -244,13 +272,14 @@ void DirectPath::completeSlice(RdmaSlice* s, fabric::WcStatus status, uint64_t n
   RdmaEndPoint* ep = s->endpoint;
   RdmaContext& ctx = ep->context();
   RdmaTask* task = s->task;
+  // Its lane, released here; a dead device's reaper that took it first owns the slice.
+  if (!ctx.releaseLaneForCompletion(task)) return;
   uint64_t latency = now > s->post_ns ? now - s->post_ns : 0;
   size_t bucket = latency < 2 ? 0 : static_cast<size_t>(63 - std::countl_zero(latency));
   counters_.latency[std::min(bucket, DirectCounters::kBuckets - 1)].fetch_add(
       1, std::memory_order_relaxed);
   counters_.latency_sum_ns.fetch_add(latency, std::memory_order_relaxed);
   ep->returnDirectQuota();
-  ctx.releaseDirectLane(task);
   ep->noteCompletion(status);
   if (status == fabric::WcStatus::kSuccess) {
     counters_.bytes.fetch_add(s->length, std::memory_order_relaxed);

@@ -14,7 +14,6 @@
 #include <vector>
 
 #include "fabric/fabric.h"
-#include "model/rdma_task.h"
 #include "lcore/poller.h"
 #include "lcore/ring.h"
 #include "model/rdma_task.h"
@@ -35,6 +34,7 @@ struct PollerCounters {
   std::atomic<uint64_t> slice_timeouts{0};
   std::atomic<uint64_t> foreground_slices{0};
   std::atomic<uint64_t> bytes{0};
+  std::atomic<uint64_t> dead_device_failures{0};  // slices failed for a dead device
 };
 
 class SlicePoller final : public lcore::Poller {
@@ -91,6 +91,8 @@ class SlicePoller final : public lcore::Poller {
   // Returns the pass's finished slices to the pool (one CAS) and drops them from held_.
   void flushFinished_lc() noexcept;
   void checkTimeouts_lc(uint64_t now) noexcept;
+  // Fails what this poller has posted on a dead device; returns how many.
+  unsigned failDead_lc(uint32_t context) noexcept;
 
   // Intrusive lists: pending (singly linked; FIFO on background pollers, earliest
   // deadline first on rail pollers, FIFO among equal deadlines and after every
@@ -99,6 +101,9 @@ class SlicePoller final : public lcore::Poller {
   void mergePending_lc(RdmaSlice* head, RdmaSlice* tail) noexcept;
   void pushInflight_lc(RdmaSlice* s) noexcept;
   void unlinkInflight_lc(RdmaSlice* s) noexcept;
+  // Timed out (TIMEOUT recorded), their WR awaiting its flush (doubly linked).
+  void unlinkTimedOut_lc(RdmaSlice* s) noexcept;
+  RdmaSlice* timedOutOn(uint32_t context) const noexcept;
 
   DatapathContext& dp_;
   uint32_t posting_index_;
@@ -113,6 +118,8 @@ class SlicePoller final : public lcore::Poller {
   RdmaSlice* pending_tail_ = nullptr;
   RdmaSlice* inflight_head_ = nullptr;
   RdmaSlice* inflight_tail_ = nullptr;
+  RdmaSlice* timed_out_head_ = nullptr;
+  RdmaSlice* timed_out_tail_ = nullptr;
 
   std::array<fabric::SendWr, kMaxPost> wrs_{};
   std::array<fabric::Sge, kMaxPost> sges_{};

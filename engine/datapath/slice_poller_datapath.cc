@@ -109,26 +109,46 @@ void SlicePoller::mergePending_lc(RdmaSlice* head, RdmaSlice* tail) noexcept {
   pending_tail_ = out_tail;
 }
 
-void SlicePoller::pushInflight_lc(RdmaSlice* s) noexcept {
+namespace {
+void pushBack(RdmaSlice*& head, RdmaSlice*& tail, RdmaSlice* s) noexcept {
   s->next = nullptr;
-  s->prev = inflight_tail_;
-  if (inflight_tail_)
-    inflight_tail_->next = s;
+  s->prev = tail;
+  if (tail)
+    tail->next = s;
   else
-    inflight_head_ = s;
-  inflight_tail_ = s;
+    head = s;
+  tail = s;
+}
+
+void unlinkFrom(RdmaSlice*& head, RdmaSlice*& tail, RdmaSlice* s) noexcept {
+  if (s->prev)
+    s->prev->next = s->next;
+  else if (head == s)
+    head = s->next;
+  if (s->next)
+    s->next->prev = s->prev;
+  else if (tail == s)
+    tail = s->prev;
+  s->next = s->prev = nullptr;
+}
+}  // namespace
+
+void SlicePoller::pushInflight_lc(RdmaSlice* s) noexcept {
+  pushBack(inflight_head_, inflight_tail_, s);
 }
 
 void SlicePoller::unlinkInflight_lc(RdmaSlice* s) noexcept {
-  if (s->prev)
-    s->prev->next = s->next;
-  else if (inflight_head_ == s)
-    inflight_head_ = s->next;
-  if (s->next)
-    s->next->prev = s->prev;
-  else if (inflight_tail_ == s)
-    inflight_tail_ = s->prev;
-  s->next = s->prev = nullptr;
+  unlinkFrom(inflight_head_, inflight_tail_, s);
+}
+
+void SlicePoller::unlinkTimedOut_lc(RdmaSlice* s) noexcept {
+  unlinkFrom(timed_out_head_, timed_out_tail_, s);
+}
+
+RdmaSlice* SlicePoller::timedOutOn(uint32_t context) const noexcept {
+  for (RdmaSlice* s = timed_out_head_; s != nullptr; s = s->next)
+    if (s->local_device == context) return s;
+  return nullptr;
 }
 
 unsigned SlicePoller::postPending_lc(uint64_t now) noexcept {
@@ -176,6 +196,11 @@ SlicePoller::Stage SlicePoller::stageSlice_lc(RdmaSlice* s, uint64_t now) noexce
   if (now > s->enqueue_ns && now - s->enqueue_ns > uint64_t{wcfg.slice_timeout_ms} * 1000000) {
     bumpLc(counters_.slice_timeouts, 1);
     finish_lc(s, SliceResult::kTimeout);
+    return Stage::kGone;
+  }
+  // Its device went down since it was routed: another one, or FAILED without one.
+  if (dp_.context(s->local_device).down()) {
+    failOrRetry_lc(s, now);
     return Stage::kGone;
   }
   RdmaEndPoint* ep = nullptr;
@@ -279,6 +304,10 @@ unsigned SlicePoller::pollDataCqs_lc(uint64_t now) noexcept {
   unsigned total = 0;
   for (size_t i = 0; i < cq_inflight_.size(); ++i) {
     if (cq_inflight_[i] == 0) continue;
+    if (dp_.context(i).dead()) {
+      total += failDead_lc(static_cast<uint32_t>(i));
+      continue;
+    }
     int n = dp_.context(i).dataCq(posting_index_)->poll(wc, kPollBatch);
     if (n < 0) {
       TENT_DLOG(kEngine, "data CQ overflow on context %zu", i);
@@ -298,6 +327,7 @@ unsigned SlicePoller::pollDataCqs_lc(uint64_t now) noexcept {
 void SlicePoller::complete_lc(RdmaSlice* s, fabric::WcStatus status, uint64_t now) noexcept {
   const auto& wcfg = dp_.config().workers;
   if (s->timed_out) {  // its task is failing with TIMEOUT: account it, never retry
+    unlinkTimedOut_lc(s);
     if (s->endpoint) s->endpoint->noteCompletion(status);
     finish_lc(s,
               status == fabric::WcStatus::kSuccess ? SliceResult::kSuccess : SliceResult::kTimeout);
@@ -318,6 +348,37 @@ void SlicePoller::complete_lc(RdmaSlice* s, fabric::WcStatus status, uint64_t no
   ctx.recordSliceError(wcfg.device_error_threshold, uint64_t{wcfg.device_pause_ms} * 1000000, now);
   if (s->endpoint) dp_.requestReset(s->endpoint);
   failOrRetry_lc(s, now);
+}
+
+// A dead device completes nothing, not even a flush: the slices posted there fail
+// here, on the lcore that owns them (no retry: what the WR did is unknown). Slices
+// already timed out wait for no completion either: checkTimeouts_lc keeps them on
+// the timed-out list, and they finish with their TIMEOUT here.
+unsigned SlicePoller::failDead_lc(uint32_t context) noexcept {
+  unsigned n = 0;
+  for (RdmaSlice* s = inflight_head_; s != nullptr;) {
+    RdmaSlice* next = s->next;
+    if (s->local_device == context) {
+      unlinkInflight_lc(s);
+      --cq_inflight_[context];
+      if (s->endpoint) dp_.requestReset(s->endpoint);
+      bumpLc(counters_.slice_errors, 1);
+      bumpLc(counters_.dead_device_failures, 1);
+      s->task->recordError(TransferState::FAILED);
+      finish_lc(s, SliceResult::kFailed);
+      ++n;
+    }
+    s = next;
+  }
+  while (RdmaSlice* s = timedOutOn(context)) {
+    unlinkTimedOut_lc(s);
+    --cq_inflight_[context];
+    finish_lc(s, SliceResult::kTimeout);
+    ++n;
+  }
+  // Nothing else of ours is posted there; what is left was counted for the same WRs.
+  cq_inflight_[context] = 0;
+  return n;
 }
 
 void SlicePoller::failOrRetry_lc(RdmaSlice* s, uint64_t now) noexcept {
@@ -360,6 +421,7 @@ void SlicePoller::checkTimeouts_lc(uint64_t now) noexcept {
     // one, and its completion (complete_lc) accounts the slice.
     s->task->recordError(TransferState::TIMEOUT);
     s->timed_out = true;
+    pushBack(timed_out_head_, timed_out_tail_, s);
     if (s->endpoint) dp_.requestReset(s->endpoint);
   }
 }

@@ -57,6 +57,20 @@ std::string_view toString(GidType type) noexcept {
   return "unknown";
 }
 
+std::string_view toString(DeviceEventType type) noexcept {
+  switch (type) {
+    case DeviceEventType::kFatal:
+      return "device fatal";
+    case DeviceEventType::kPortDown:
+      return "port down";
+    case DeviceEventType::kPortUp:
+      return "port up";
+    case DeviceEventType::kAddressChange:
+      return "address change";
+  }
+  return "unknown";
+}
+
 Status connectQp(QueuePair& qp, const QpRemote& remote) {
   const std::string who =
       "connect QP " + std::to_string(qp.qpNum()) + " to QP " + std::to_string(remote.qp_num);

@@ -160,6 +160,16 @@ struct DeviceInfo {
   uint64_t max_mr_bytes = UINT64_MAX;
 };
 
+// What a device reports on its own, outside any WR (verbs: ibv_get_async_event).
+//   kFatal         the device is dead: no completion comes any more, not even a flush;
+//                  what was posted on it is lost (IBV_EVENT_DEVICE_FATAL)
+//   kPortDown      the port lost its link (IBV_EVENT_PORT_ERR)
+//   kPortUp        the port is active again (IBV_EVENT_PORT_ACTIVE)
+//   kAddressChange the port's address changed (IBV_EVENT_GID_CHANGE): portIdentity()
+//                  names the new one by the time the event is returned
+enum class DeviceEventType : uint8_t { kFatal = 0, kPortDown, kPortUp, kAddressChange };
+std::string_view toString(DeviceEventType type) noexcept;
+
 struct PortCounters {
   uint64_t bytes = 0;    // payload bytes that crossed the port
   uint64_t busy_ns = 0;  // time the port was transmitting
@@ -267,6 +277,15 @@ class Device {
   virtual Result<std::unique_ptr<CompletionQueue>> createCq(uint32_t depth) = 0;
   virtual Result<std::unique_ptr<QueuePair>> createQp(const QpInitAttr& attr) = 0;
   virtual PortCounters counters() const noexcept = 0;
+
+  // Device events (control path, one thread). eventFd() is readable (poll/epoll,
+  // level-triggered) while events wait; -1: this device reports none. nextEvent()
+  // takes the oldest waiting one without blocking; false when none waits.
+  virtual int eventFd() const noexcept { return -1; }
+  virtual bool nextEvent(DeviceEventType* out) {
+    (void)out;
+    return false;
+  }
 };
 
 class Provider {

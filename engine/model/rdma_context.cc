@@ -36,8 +36,10 @@ int RdmaContext::acquireLaneSlot(const RdmaTask* task) noexcept {
   return -1;
 }
 
-void RdmaContext::notePosted(int slot, uint64_t post_ns, RdmaEndPoint* ep) noexcept {
+void RdmaContext::notePosted(int slot, uint64_t post_ns, RdmaEndPoint* ep,
+                             RdmaSlice* slice) noexcept {
   lane_endpoint_[slot].store(ep, std::memory_order_relaxed);
+  lane_slice_[slot].store(slice, std::memory_order_relaxed);
   lane_post_ns_[slot].store(post_ns, std::memory_order_release);
 }
 
@@ -67,6 +69,19 @@ bool RdmaContext::releaseDirectLane(const RdmaTask* task) noexcept {
       return true;
   }
   return false;
+}
+
+RdmaSlice* RdmaContext::claimDeadLane(uint32_t slot) noexcept {
+  if (slot >= lane_depth_) return nullptr;
+  const RdmaTask* owner = direct_lane_owner_[slot].load(std::memory_order_acquire);
+  if (owner == nullptr || lane_post_ns_[slot].load(std::memory_order_acquire) == 0) return nullptr;
+  RdmaSlice* slice = lane_slice_[slot].load(std::memory_order_relaxed);
+  lane_abandoned_[slot].store(false, std::memory_order_relaxed);
+  lane_post_ns_[slot].store(0, std::memory_order_release);
+  // The same CAS a completion's release makes: exactly one of the two wins the slot.
+  if (!direct_lane_owner_[slot].compare_exchange_strong(owner, nullptr, std::memory_order_acq_rel))
+    return nullptr;
+  return slice;
 }
 
 void RdmaContext::markAbandoned(const RdmaTask* task) noexcept {

@@ -23,6 +23,7 @@ class Inbox;
 namespace tent::rdma {
 
 struct RdmaTask;
+struct RdmaSlice;
 
 // What endpoints of a context need for their notify QPs (notify.enabled).
 struct NotifySetup {
@@ -73,7 +74,7 @@ class RdmaContext {
   bool releaseDirectLane(const RdmaTask* task) noexcept;
   // What a lane slot carries while its WR is posted, for the software timeout:
   // the post time (0 = idle) and the endpoint to reset when it expires.
-  void notePosted(int slot, uint64_t post_ns, RdmaEndPoint* ep) noexcept;
+  void notePosted(int slot, uint64_t post_ns, RdmaEndPoint* ep, RdmaSlice* slice) noexcept;
   // Endpoints whose direct WR has been posted longer than `limit_ns` (at most one per slot).
   size_t expiredLanes(uint64_t now, uint64_t limit_ns, RdmaEndPoint** out,
                       size_t max) const noexcept;
@@ -94,6 +95,24 @@ class RdmaContext {
   }
   uint64_t pauses() const noexcept { return pauses_.load(std::memory_order_relaxed); }
 
+  // Device events (written by the control plane, read by the datapath). Down: the
+  // port has no link, no new slice or direct WR goes here (unlike paused(), even when
+  // no other device is left). Dead: the device reported a fatal error; down for good,
+  // and no completion comes any more, so the pollers fail what is posted here.
+  void setPortDown(bool down) noexcept { port_down_.store(down, std::memory_order_release); }
+  void markDead() noexcept { dead_.store(true, std::memory_order_release); }
+  bool dead() const noexcept { return dead_.load(std::memory_order_acquire); }
+  bool down() const noexcept {
+    return port_down_.load(std::memory_order_acquire) || dead_.load(std::memory_order_acquire);
+  }
+  // Dead device: takes over the lane slot `slot` from the WR posted on it, which will
+  // never complete. Returns the slice posted there (its task's lane released) or
+  // nullptr when the slot is idle, not yet posted, or its completion took it first.
+  RdmaSlice* claimDeadLane(uint32_t slot) noexcept;
+  // Does the direct WR of `task` still hold its lane here? Its completion (or a failed
+  // post) handles the slice only if this returns true: then the lane is released.
+  bool releaseLaneForCompletion(const RdmaTask* task) noexcept { return releaseDirectLane(task); }
+
  private:
   uint32_t index_;
   fabric::Device& device_;
@@ -105,10 +124,13 @@ class RdmaContext {
   alignas(64) std::atomic<const RdmaTask*> direct_lane_owner_[kMaxLaneDepth] = {};
   std::atomic<uint64_t> lane_post_ns_[kMaxLaneDepth] = {};
   std::atomic<RdmaEndPoint*> lane_endpoint_[kMaxLaneDepth] = {};
+  std::atomic<RdmaSlice*> lane_slice_[kMaxLaneDepth] = {};
   std::atomic<bool> lane_abandoned_[kMaxLaneDepth] = {};
   alignas(64) std::atomic<uint32_t> error_streak_{0};
   std::atomic<uint64_t> paused_until_ns_{0};
   std::atomic<uint64_t> pauses_{0};
+  std::atomic<bool> port_down_{false};
+  std::atomic<bool> dead_{false};
 };
 
 }  // namespace tent::rdma

@@ -196,6 +196,8 @@ void RdmaEndPoint::quiesce() {
 }
 
 bool RdmaEndPoint::drained() const noexcept {
+  // A dead device moves no byte and completes nothing any more: its WRs are over.
+  if (context_.dead()) return true;
   for (const auto& qp : data_qps_)
     if (qp->outstanding() != 0) return false;
   return directDepth() == 0;

@@ -269,7 +269,10 @@ void RdmaTransport::fillStats(EngineStats* out) const {
     out->worker.slice_retries += c.slice_retries.load(std::memory_order_relaxed);
     out->worker.foreground_fallback_slices += c.foreground_slices.load(std::memory_order_relaxed);
     out->bytes_transferred += c.bytes.load(std::memory_order_relaxed);
+    out->device_events.failed_slices += c.dead_device_failures.load(std::memory_order_relaxed);
   }
+  out->device_events.failed_direct =
+      direct_->counters().dead_device_failures.load(std::memory_order_relaxed);
   direct_->fillStats(&out->direct);
   out->bytes_transferred += direct_->counters().bytes.load(std::memory_order_relaxed);
   const CompletionCounters& done = datapath_->completions();

@@ -39,6 +39,7 @@ py::object toPy(const ResourceStats& s);
 py::object toPy(const ControlStats& s);
 py::object toPy(const NotifyStats& s);
 py::object toPy(const TargetStats& s);
+py::object toPy(const DeviceEventStats& s);
 
 // Builds one dict: Fields()("name", value)("other", value)...
 class Fields {
@@ -146,6 +147,13 @@ py::object toPy(const NotifyStats& s) {
       .dict();
 }
 
+py::object toPy(const DeviceEventStats& s) {
+  return Fields()("fatal", s.fatal)("port_down", s.port_down)("port_up", s.port_up)(
+             "address_changes", s.address_changes)("devices_down", s.devices_down)(
+             "failed_slices", s.failed_slices)("failed_direct", s.failed_direct)
+      .dict();
+}
+
 // Counts an aggregate's direct members: the most initialisers T{...} accepts.
 // Converting to T& (not T) keeps std::string members from being ambiguous.
 struct AnyField {
@@ -168,9 +176,9 @@ py::dict statsToDict(const EngineStats& s) {
              "link_model", s.link_model)("paths", s.paths)("devices", s.devices)(
              "lcores", s.lcores)("worker", s.worker)("direct", s.direct)("deadlines", s.deadlines)(
              "resources", s.resources)("control", s.control)("fleet", s.fleet)("notify", s.notify)(
-             "target", s.target)("bytes_transferred", s.bytes_transferred)(
-             "bytes_per_device", s.bytes_per_device)("bytes_per_intent", s.bytes_per_intent)(
-             "tsc_hz", s.tsc_hz)
+             "target", s.target)("device_events", s.device_events)(
+             "bytes_transferred", s.bytes_transferred)("bytes_per_device", s.bytes_per_device)(
+             "bytes_per_intent", s.bytes_per_intent)("tsc_hz", s.tsc_hz)
       .dict();
 }
 
@@ -186,6 +194,7 @@ py::dict statsFieldCounts() {
   d["fleet"] = fieldCount<FleetStats>();
   d["notify"] = fieldCount<NotifyStats>();
   d["target"] = fieldCount<TargetStats>();
+  d["device_events"] = fieldCount<DeviceEventStats>();
   return d;
 }
 

@@ -170,7 +170,7 @@ def test_stats_has_every_engine_stats_field(engine):
     counts = tent._tent._stats_field_counts()
     assert len(s) == counts["EngineStats"]
     for section in ("worker", "direct", "deadlines", "resources", "control", "fleet", "notify",
-                    "target"):
+                    "target", "device_events"):
         assert len(s[section]) == counts[section], section
     assert len(s["lcores"][0]) == counts["lcores"]
     assert s["provider"] == "soft" and s["devices"] == ["soft0", "soft1"]

@@ -252,6 +252,7 @@ uint64_t CqCore::pollTimeLocked() noexcept {
 
 int CqCore::poll(WorkCompletion* wc, int max) noexcept {
   if (overflowed.load(std::memory_order_relaxed)) return -1;
+  if (dev->dead.load(std::memory_order_relaxed)) return 0;  // a fatal error: nothing completes
   if (max <= 0) return 0;
   const bool sends = pending_count.load(std::memory_order_acquire) != 0;
   if (!sends && recv_count.load(std::memory_order_acquire) == 0) return 0;

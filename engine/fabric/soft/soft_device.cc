@@ -90,10 +90,12 @@ Result<std::shared_ptr<DeviceState>> createDeviceState(std::shared_ptr<ProviderC
   s->port.bytes_per_ns = spec.link_gbps / 8.0;  // 1 Gb/s = 0.125 bytes per ns
   s->port.latency_ns = spec.latency_ns;
   s->needs_clock = s->core->injectedClock() || spec.link_gbps > 0 || spec.latency_ns > 0;
+  TENT_RETURN_IF_ERROR(s->openEvents());
   return s;
 }
 
 DeviceState::~DeviceState() {
+  closeEvents();
   if (ctrl_base != nullptr) {
     releaseRqAreas(*this);
     unlink(ctrl_path.c_str());  // no-op when the provider already did

@@ -160,6 +160,27 @@ Status FaultEngine::setPortUp(std::string_view device, bool up) {
   return Status::OK();
 }
 
+Status FaultEngine::injectDeviceEvent(std::string_view device, DeviceEventType type) {
+  DeviceState* d = findDevice(device);
+  if (d == nullptr) return Status::NotFound("soft: no device named '" + std::string(device) + "'");
+  switch (type) {
+    case DeviceEventType::kFatal:
+      d->dead.store(true, std::memory_order_release);
+      d->setPortUp(false);
+      break;
+    case DeviceEventType::kPortDown:
+      d->setPortUp(false);
+      break;
+    case DeviceEventType::kPortUp:
+      if (!d->dead.load(std::memory_order_acquire)) d->setPortUp(true);
+      break;
+    case DeviceEventType::kAddressChange:
+      break;
+  }
+  d->pushEvent(type);
+  return Status::OK();
+}
+
 bool FaultEngine::portUp(std::string_view device) const {
   const DeviceState* d = findDevice(device);
   return d != nullptr && d->port_up.load(std::memory_order_acquire);

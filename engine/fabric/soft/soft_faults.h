@@ -58,6 +58,12 @@ class FaultInjector {
   // or brings it back up. NotFound for an unknown device.
   virtual Status setPortUp(std::string_view device, bool up) = 0;
   virtual bool portUp(std::string_view device) const = 0;
+  // Reports a device event to the device's user (Device::nextEvent), doing what the
+  // event says first: kPortDown / kPortUp as setPortUp; kFatal takes the port down and
+  // silences the device for good (its CQs never return a completion again, not even a
+  // flush, as a NIC after a fatal error); kAddressChange reports only (a soft device's
+  // identity names its process and index, which stay). NotFound for an unknown device.
+  virtual Status injectDeviceEvent(std::string_view device, DeviceEventType type) = 0;
   // Ends every kHoldPost hold now (the held posts then run their WRs).
   virtual void releaseHeldPosts() = 0;
 };

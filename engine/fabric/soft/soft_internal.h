@@ -17,6 +17,7 @@
 #include <atomic>
 #include <condition_variable>
 #include <cstdint>
+#include <deque>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -55,6 +56,7 @@ class FaultEngine final : public FaultInjector {
   void clearRules() override;
   uint64_t hits(uint32_t id) const override;
   Status setPortUp(std::string_view device, bool up) override;
+  Status injectDeviceEvent(std::string_view device, DeviceEventType type) override;
   bool portUp(std::string_view device) const override;
   void releaseHeldPosts() override { hold_epoch_.fetch_add(1, std::memory_order_release); }
   // A kHoldPost hold started at this epoch ends when it changes.
@@ -332,6 +334,18 @@ struct DeviceState {
   void deactivateLocked(SoftQp& qp) noexcept;
   // Port down fails every WR not yet transmitted; up lets new WRs through again.
   void setPortUp(bool up) noexcept;
+
+  // Device events (soft_events.cc): injected by tests through the fault injector,
+  // read by the engine's control loop. `event_fd` (an eventfd) is readable while
+  // `events` holds some. A dead device (a fatal event) completes nothing any more.
+  std::atomic<bool> dead{false};
+  int event_fd = -1;
+  std::mutex events_mu;
+  std::deque<DeviceEventType> events;  // under events_mu
+  Status openEvents();
+  void closeEvents() noexcept;
+  void pushEvent(DeviceEventType type);
+  bool popEvent(DeviceEventType* out);
 };
 
 // The receive queue area of QP slot `slot` (soft_recv.cc); made on first use.
@@ -356,6 +370,8 @@ class SoftDevice final : public Device {
   Result<std::unique_ptr<CompletionQueue>> createCq(uint32_t depth) override;
   Result<std::unique_ptr<QueuePair>> createQp(const QpInitAttr& attr) override;
   PortCounters counters() const noexcept override;
+  int eventFd() const noexcept override { return state_->event_fd; }
+  bool nextEvent(DeviceEventType* out) override { return state_->popEvent(out); }
   DeviceState& state() noexcept { return *state_; }
 
  private:

@@ -130,6 +130,7 @@ Result<std::unique_ptr<VerbsDevice>> VerbsDevice::open(const VerbsOps& ops, ibv_
   TENT_RETURN_IF_ERROR(dev->openContext(device, config));
   TENT_RETURN_IF_ERROR(dev->setupPort(config));
   dev->readSysfsTrafficClass();
+  dev->events_ = dev->openEvents();
   TENT_INFO(kFabric, "verbs: opened %s", dev->describe().c_str());
   return dev;
 }
@@ -168,8 +169,9 @@ Status VerbsDevice::setupPort(const config::VerbsFabricConfig& config) {
   TENT_ASSIGN_OR_RETURN(ibv_mtu mtu, mtuFromBytes(config.mtu));
   port_.path_mtu =
       (port_.attr.active_mtu != 0 && port_.attr.active_mtu < mtu) ? port_.attr.active_mtu : mtu;
-  TENT_ASSIGN_OR_RETURN(GidPick gid, selectGid(ops_, context_, info_.name, config.port, port_.attr,
-                                               {config.gid_index, config.gid_interface}));
+  gid_choice_ = GidChoice{config.gid_index, config.gid_interface};
+  TENT_ASSIGN_OR_RETURN(
+      GidPick gid, selectGid(ops_, context_, info_.name, config.port, port_.attr, gid_choice_));
   port_.gid_index = gid.index;
   port_.gid_type = gid.type;
   port_.netdev = std::move(gid.netdev);
@@ -244,6 +246,7 @@ std::string VerbsDevice::describe() const {
 }
 
 PortIdentity VerbsDevice::portIdentity() const {
+  std::lock_guard<std::mutex> lock(identity_mu_);
   PortIdentity id;
   std::memcpy(id.gid.data(), port_.gid.raw, 16);
   id.lid = port_.attr.lid;
@@ -251,6 +254,7 @@ PortIdentity VerbsDevice::portIdentity() const {
 }
 
 PortLink VerbsDevice::portLink() const {
+  std::lock_guard<std::mutex> lock(identity_mu_);
   PortLink link;
   link.link_layer = port_.ethernet() ? LinkLayer::kEthernet : LinkLayer::kInfiniband;
   switch (port_.gid_type) {

@@ -272,8 +272,12 @@ class VerbsDevice final : public Device {
   Result<std::unique_ptr<CompletionQueue>> createCq(uint32_t depth) override;
   Result<std::unique_ptr<QueuePair>> createQp(const QpInitAttr& attr) override;
   PortCounters counters() const noexcept override;
+  // The context's async events (verbs_events.cc).
+  int eventFd() const noexcept override;
+  bool nextEvent(DeviceEventType* out) override;
 
   const VerbsOps& ops() const noexcept { return ops_; }
+  ibv_context* context() const noexcept { return context_; }
   const PortSetup& port() const noexcept { return port_; }
   const std::string& name() const noexcept { return info_.name; }
   std::string describe() const;  // one line for linkModel()
@@ -289,6 +293,10 @@ class VerbsDevice final : public Device {
   void readSysfsPlacement(ibv_device* device);
   // MLNX_OFED's host-wide tc/<port>/traffic_class, which overrides every QP's.
   void readSysfsTrafficClass();
+  // Async events: the fd made non-blocking at open (false: no events from this device).
+  bool openEvents();
+  // After a GID change: the GID chosen again by the configured rule (under identity_mu_).
+  void refreshGid();
   // The MR through dma-buf, or nullptr with `*why` saying what was missing or failed.
   ibv_mr* registerDmabuf(void* addr, size_t length, int ibv_access, int device, std::string* why);
 
@@ -297,6 +305,11 @@ class VerbsDevice final : public Device {
   ibv_pd* pd_ = nullptr;
   ibv_device_attr device_attr_{};
   PortSetup port_;
+  // port_'s GID and LID change on the control loop (address events) while
+  // portIdentity() may be read elsewhere (a descriptor built on an API thread).
+  mutable std::mutex identity_mu_;
+  GidChoice gid_choice_;
+  bool events_ = false;  // get_async_event works on context_
   DeviceInfo info_;
   std::string sysfs_path_;
   int sysfs_traffic_class_ = -1;  // -1: not set (upstream kernels have no such knob)

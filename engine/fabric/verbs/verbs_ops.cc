@@ -50,6 +50,10 @@ VerbsOps makeRealOps() noexcept {
     return ibv_post_recv(qp, wr, bad);
   };
   ops.poll_cq = [](ibv_cq* cq, int n, ibv_wc* wc) { return ibv_poll_cq(cq, n, wc); };
+  ops.get_async_event = [](ibv_context* c, ibv_async_event* e) {
+    return ibv_get_async_event(c, e);
+  };
+  ops.ack_async_event = [](ibv_async_event* e) { ibv_ack_async_event(e); };
   ops.query_netdev = verbs::queryHostNetdev;
   ops.default_route_netdev = verbs::hostDefaultRouteNetdev;
   return ops;

@@ -50,6 +50,12 @@ struct VerbsOps {
   int (*post_recv)(ibv_qp* qp, ibv_recv_wr* wr, ibv_recv_wr** bad_wr);
   int (*poll_cq)(ibv_cq* cq, int num_entries, ibv_wc* wc);
 
+  // Async events (control path). The provider makes the context's async_fd
+  // non-blocking, so get_async_event returns -1 with errno EAGAIN when none waits.
+  // nullptr (a table without them): the device reports no events.
+  int (*get_async_event)(ibv_context* context, ibv_async_event* event);
+  void (*ack_async_event)(ibv_async_event* event);
+
   // ---- the host's network interfaces (not libibverbs; faked beside it) -------
   // A RoCE GID sits on a netdev (ibv_gid_entry.ndev_ifindex): its name (NUL-terminated,
   // at most IF_NAMESIZE bytes) and whether it is up. 0, or an errno (ENODEV: no such

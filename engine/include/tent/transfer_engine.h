@@ -248,6 +248,17 @@ struct NotifyStats {
   uint64_t held = 0;             // received and not yet taken by getNotifications
 };
 
+// What the devices reported (docs/engine.md, "Failure model").
+struct DeviceEventStats {
+  uint64_t fatal = 0;            // fatal errors: the device is dead, its transfers failed
+  uint64_t port_down = 0;        // port-down events: the device's rail paused
+  uint64_t port_up = 0;          // port-up events: the rail resumed
+  uint64_t address_changes = 0;  // address changes: the descriptor was published again
+  uint64_t devices_down = 0;     // devices nothing is routed to right now (port down, dead)
+  uint64_t failed_slices = 0;    // worker slices failed because their device died
+  uint64_t failed_direct = 0;    // direct WRs failed because their device died
+};
+
 // A notification received: the sending engine's segment name and its message.
 struct Notification {
   std::string name;
@@ -272,6 +283,7 @@ struct EngineStats {
   FleetStats fleet;
   NotifyStats notify;
   TargetStats target;
+  DeviceEventStats device_events;
   uint64_t bytes_transferred = 0;
   std::map<std::string, uint64_t> bytes_per_device;  // device name -> payload bytes moved
   // Payload bytes by Request::intent_type, indexed by its value (UNSPEC = 0 ...).

@@ -144,6 +144,14 @@ Series expectedSeries(const EngineStats& s, const std::string& engine_name) {
   put("tent_target_bytes_total", s.target.read_bytes, {{"direction", "sent"}});
   put("tent_target_operations_total", s.target.writes, {{"direction", "received"}});
   put("tent_target_operations_total", s.target.reads, {{"direction", "sent"}});
+  const DeviceEventStats& ev = s.device_events;
+  put("tent_device_events_total", ev.fatal, {{"event", "fatal"}});
+  put("tent_device_events_total", ev.port_down, {{"event", "port_down"}});
+  put("tent_device_events_total", ev.port_up, {{"event", "port_up"}});
+  put("tent_device_events_total", ev.address_changes, {{"event", "address_change"}});
+  put("tent_devices_down", ev.devices_down);
+  put("tent_dead_device_failures_total", ev.failed_slices, {{"path", "worker"}});
+  put("tent_dead_device_failures_total", ev.failed_direct, {{"path", "direct"}});
   put("tent_transferred_bytes_total", s.bytes_transferred);
   for (const auto& [dev, n] : s.bytes_per_device)
     put("tent_device_transferred_bytes_total", n, {{"device", dev}});

@@ -69,6 +69,7 @@ void releaseCurrentFabric(Fabric* fabric) noexcept {
 }
 
 bool Device::ownsGid(const ibv_gid& gid) const noexcept {
+  std::lock_guard<std::mutex> lock(gid_mu);
   for (int i = 0; i < kGidTableLength; ++i) {
     if (gid_used[i] && std::memcmp(gids[i].gid.raw, gid.raw, sizeof(gid.raw)) == 0) return true;
   }
@@ -281,6 +282,7 @@ LoopbackStats LoopbackVerbs::stats() const noexcept {
   s.cq_overflows = c.cq_overflows.load();
   s.registrations = c.registrations.load();
   s.relaxed_registrations = c.relaxed_registrations.load();
+  s.async_acks = c.async_acks.load();
   {
     std::lock_guard<std::mutex> lock(fabric_->reg_mu);
     s.reg_in_flight_max = fabric_->reg_in_flight_max;

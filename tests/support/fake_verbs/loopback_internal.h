@@ -19,6 +19,7 @@
 #include <atomic>
 #include <condition_variable>
 #include <cstdint>
+#include <deque>
 #include <memory>
 #include <mutex>
 #include <shared_mutex>
@@ -66,6 +67,7 @@ struct Device {
   Handle<ibv_device, Device> handle;
   ibv_device_attr attr{};
   ibv_port_attr port{};
+  mutable std::mutex gid_mu;  // gids[].gid may change under a test (replaceGid)
   ibv_gid_entry gids[kGidTableLength]{};
   bool gid_used[kGidTableLength]{};
   // Fake sysfs port counters, in 4-byte words as the kernel reports them.
@@ -78,6 +80,41 @@ struct Device {
   bool ownsGid(const ibv_gid& gid) const noexcept;
   void countTraffic(uint64_t xmit_bytes, uint64_t rcv_bytes) noexcept;
 };
+
+// One ibv_context's own state: its async events (loopback_events.cc) and whether a
+// fatal event killed it. An injected fatal error kills one context, not the device,
+// so two engines in one test program each have their own fate.
+struct ContextState {
+  std::atomic<bool> fatal{false};
+  std::atomic<bool> held{false};  // holdCompletions(): CQs return nothing for now
+  int event_fd = -1;              // the context's async_fd: an eventfd, readable while events wait
+  std::mutex mu;
+  std::deque<ibv_async_event> events;  // under mu
+};
+
+// What open_device hands out: the ibv_context first, so the pointer converts back.
+struct ContextBox {
+  Handle<ibv_context, Device> handle;
+  ContextState* state = nullptr;
+};
+inline ContextState* stateOf(ibv_context* ctx) noexcept {
+  static_assert(std::is_standard_layout_v<ContextBox>);
+  return ctx ? reinterpret_cast<ContextBox*>(ctx)->state : nullptr;
+}
+// After a fatal event the context completes nothing and executes nothing.
+inline bool contextDead(ibv_context* ctx) noexcept {
+  ContextState* s = stateOf(ctx);
+  return s != nullptr && s->fatal.load(std::memory_order_acquire);
+}
+inline bool completionsHeld(ibv_context* ctx) noexcept {
+  ContextState* s = stateOf(ctx);
+  return s != nullptr &&
+         (s->fatal.load(std::memory_order_acquire) || s->held.load(std::memory_order_acquire));
+}
+ContextState* openContextState();
+void closeContextState(ContextState* state) noexcept;
+int getAsyncEvent(ibv_context* ctx, ibv_async_event* event);
+void ackAsyncEvent(ibv_async_event* event);
 
 struct Pd {
   Handle<ibv_pd, Pd> handle;
@@ -240,7 +277,7 @@ class Qp {
 struct FabricCounters {
   std::atomic<uint64_t> wrs_executed{0}, bytes_moved{0}, error_completions{0}, flushed{0},
       retry_exceeded{0}, concurrent_posts{0}, cq_overflows{0}, registrations{0},
-      relaxed_registrations{0};
+      relaxed_registrations{0}, async_acks{0};
   std::atomic<int64_t> contexts{0}, pds{0}, mrs{0}, cqs{0}, qps{0};
 };
 

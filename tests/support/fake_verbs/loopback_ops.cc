@@ -41,11 +41,15 @@ ibv_device** getDeviceList(int* num) {
 ibv_context* openDevice(ibv_device* device) {
   Device* d = selfOf<Device>(device);
   if (d == nullptr) return fail<ibv_context>(ENODEV);
-  auto* h = new Handle<ibv_context, Device>();
+  ContextState* state = openContextState();
+  if (state == nullptr) return fail<ibv_context>(EMFILE);
+  auto* box = new ContextBox();
+  auto* h = &box->handle;
+  box->state = state;
   h->self = d;
   h->ibv.device = device;
   h->ibv.cmd_fd = -1;
-  h->ibv.async_fd = -1;
+  h->ibv.async_fd = state->event_fd;
   h->ibv.num_comp_vectors = 1;
   d->fabric->counters.contexts.fetch_add(1);
   return &h->ibv;
@@ -55,7 +59,9 @@ int closeDevice(ibv_context* ctx) {
   Device* d = deviceOf(ctx);
   if (d == nullptr) return EINVAL;
   d->fabric->counters.contexts.fetch_sub(1);
-  delete reinterpret_cast<Handle<ibv_context, Device>*>(ctx);
+  auto* box = reinterpret_cast<ContextBox*>(ctx);
+  closeContextState(box->state);
+  delete box;
   return 0;
 }
 
@@ -69,6 +75,7 @@ int queryPort(ibv_context* ctx, uint8_t port, ibv_port_attr* attr) {
 int queryGid(ibv_context* ctx, uint8_t port, int index, ibv_gid* gid) {
   Device* d = deviceOf(ctx);
   if (d == nullptr || port != 1 || index < 0 || index >= kGidTableLength) return EINVAL;
+  std::lock_guard<std::mutex> lock(d->gid_mu);
   *gid = d->gids[index].gid;  // zero for an empty entry, as the kernel reports it
   return 0;
 }
@@ -78,6 +85,7 @@ int queryGidEx(ibv_context* ctx, uint32_t port, uint32_t index, ibv_gid_entry* e
   Device* d = deviceOf(ctx);
   if (d == nullptr || port != 1 || flags != 0 || index >= kGidTableLength) return EINVAL;
   if (!d->gid_used[index]) return ENODATA;
+  std::lock_guard<std::mutex> lock(d->gid_mu);
   *entry = d->gids[index];
   return 0;
 }
@@ -305,6 +313,8 @@ VerbsOps makeOps() noexcept {
   ops.post_send = postSend;
   ops.post_recv = postRecv;
   ops.poll_cq = pollCq;
+  ops.get_async_event = getAsyncEvent;
+  ops.ack_async_event = ackAsyncEvent;
   // Every RoCE device's GIDs sit on its own netdev, always up (loopback_fabric.cc).
   ops.query_netdev = [](uint32_t ifindex, char* name, size_t len, bool* up) {
     if (ifindex < kNetdevIfindexBase) return ENODEV;

@@ -55,6 +55,7 @@ struct LoopbackStats {
   uint64_t relaxed_registrations = 0;  // of them, with IBV_ACCESS_RELAXED_ORDERING
   uint64_t reg_in_flight_max = 0;      // most reg_mr calls inside the fake at one time
   uint64_t cq_overflows = 0;           // CQEs that found their CQ full
+  uint64_t async_acks = 0;             // async events acknowledged (ibv_ack_async_event)
   int64_t open_contexts = 0, pds = 0, mrs = 0, cqs = 0, qps = 0;  // live objects
   uint64_t contractBreaks() const noexcept { return concurrent_posts + cq_overflows; }
 };
@@ -103,6 +104,17 @@ class LoopbackVerbs {
   const std::string& sysfsRoot() const noexcept;
   // Every successful modify to RTR or RTS so far, in order.
   std::vector<LoopbackTransition> transitions() const;
+
+  // Async events: queues `type` on `context` (one ibv_context, not the device: two
+  // engines of a test program each open their own), with element.port_num = `port`
+  // for port and GID events. IBV_EVENT_DEVICE_FATAL also kills the context: from
+  // then on its QPs take WRs and execute nothing, its CQs return no completion.
+  void injectAsyncEvent(ibv_context* context, ibv_event_type type, uint8_t port = 1);
+  // While held, the CQs of `context` return no completion (WRs still execute): WRs
+  // stay in flight for as long as a test needs them there.
+  void holdCompletions(ibv_context* context, bool held);
+  // Replaces GID `index` of `device` (a re-addressed netdev); false: no such entry.
+  bool replaceGid(const std::string& device, int index, const std::string& gid_text);
 
  private:
   std::unique_ptr<loopback::Fabric> fabric_;
