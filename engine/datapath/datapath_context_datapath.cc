@@ -83,7 +83,15 @@ bool DatapathContext::enqueue(RdmaTask& task, RdmaSlice* s) const noexcept {
   SlicePoller* p = pollerFor(task, *s);
   if (p == nullptr) return false;
   if (task.priority_lane) p->countForeground();
-  return p->enqueue(&s, 1) == 1;
+  // Before the ring: once on it, the slice is its poller's. A full ring leaves it
+  // with the caller, as it was.
+  const SliceState was = s->state;
+  // A new slice, one forwarded by a poller, or a direct piece that continues here.
+  s->moveTo(SliceState::kQueued, SliceState::kAllocated, SliceState::kPending,
+            SliceState::kPostedDirect);
+  if (p->enqueue(&s, 1) == 1) return true;
+  s->state = was;
+  return false;
 }
 
 void DatapathContext::finishSlice(RdmaSlice* s, SliceResult result) const noexcept {
@@ -92,6 +100,9 @@ void DatapathContext::finishSlice(RdmaSlice* s, SliceResult result) const noexce
 }
 
 void DatapathContext::accountSlice(RdmaSlice* s, SliceResult result) const noexcept {
+  // Anything but free, queued (the ring owns it) or already accounted.
+  s->moveTo(SliceState::kDone, SliceState::kAllocated, SliceState::kPending, SliceState::kStaged,
+            SliceState::kPosted, SliceState::kPostedDirect, SliceState::kTimedOut);
   RdmaTask& task = *s->task;
   const uint64_t bytes = result == SliceResult::kSuccess ? s->length : 0;
   const uint64_t deadline = task.request.deadline_ns;  // read before the task may go

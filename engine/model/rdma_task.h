@@ -6,8 +6,10 @@
 #pragma once
 
 #include <atomic>
+#include <cassert>
 #include <cstdint>
 #include <memory>
+#include <string_view>
 #include <vector>
 
 #include "fabric/fabric.h"
@@ -92,6 +94,40 @@ struct RdmaTask {
 // their submit call was refused).
 void releaseSources(RdmaTask* tasks, size_t n) noexcept;
 
+// Where a slice is in its life, and so who owns it. Modelled on SPDK's
+// spdk_nvmf_rdma_request_state: every transition is written at one place, and debug
+// builds assert that it comes from a state it may come from (RdmaSlice::moveTo).
+//
+//   kFree -> kAllocated -> kQueued -> kPending -> kStaged -> kPosted -> kDone -> kFree
+//   direct path:           kAllocated -> kPostedDirect -> kDone (or -> kQueued: retry)
+enum class SliceState : uint8_t {
+  // In the pool's free list; no other field means anything.
+  kFree = 0,
+  // Taken from the pool by a submitter (the worker path's submit, a direct plan, a
+  // direct piece's fallback) and being initialised; owned by that thread alone.
+  kAllocated,
+  // On a poller's MPSC input ring: owned by the ring until that poller drains it.
+  kQueued,
+  // On its poller's pending list: waiting for an endpoint, QP or CQ room, or a
+  // retry on another device pair after its WR failed.
+  kPending,
+  // In a WR chain of the poller's current pass: posted at the end of the pass (or
+  // back to kPending when the QP has no room).
+  kStaged,
+  // Its WR is on a worker QP and on the poller's in-flight list; only its completion
+  // (or flush) moves it on.
+  kPosted,
+  // Its WR is on a direct lane; whoever polls the context's direct CQ completes it.
+  kPostedDirect,
+  // Posted, past workers.slice_timeout_ms: its task fails with TIMEOUT; the WR's
+  // completion or flush accounts it, never retries it.
+  kTimedOut,
+  // Accounted (updateSliceStatus): its task no longer counts it. Returned to the
+  // pool by whoever accounted it (a poller batches its pass's releases).
+  kDone,
+};
+std::string_view toString(SliceState s) noexcept;
+
 // One slice: a contiguous piece of a task carried by one WR.
 struct RdmaSlice {
   RdmaTask* task = nullptr;
@@ -99,14 +135,11 @@ struct RdmaSlice {
   uint64_t target_addr = 0;
   uint64_t length = 0;  // at most the provider's max message size (one WR)
   fabric::WrOpcode opcode = fabric::WrOpcode::kRdmaWrite;
+  SliceState state = SliceState::kFree;  // moved only by moveTo()
   uint16_t local_device = 0;
   uint16_t peer_device = 0;
   uint16_t retries = 0;
   uint16_t rr_hint = 0;  // slice index within its task: spreads devices round-robin
-  bool direct = false;
-  // Set when the slice's WR passed its software timeout: the task is failing with
-  // TIMEOUT already; the WR's completion (or flush) accounts the slice, never retries.
-  bool timed_out = false;
   SegmentId segment = 0;
   RdmaEndPoint* endpoint = nullptr;  // where the WR was posted
   uint32_t qp_index = 0;
@@ -116,6 +149,17 @@ struct RdmaSlice {
   RdmaSlice* next = nullptr;
   RdmaSlice* prev = nullptr;
   std::atomic<uint32_t> free_next{0};  // pool free list
+
+  // The one initialisation of an allocated slice: bytes [offset, offset + length) of
+  // `task`'s request, first attempt, not yet routed nor posted, stamped `now`.
+  void init(RdmaTask& owner, uint64_t offset, uint64_t bytes, uint16_t hint, uint64_t now) noexcept;
+  // Enters `to`. Debug builds assert that the slice is in one of `from`.
+  template <class... From>
+  void moveTo(SliceState to, From... from) noexcept {
+    assert(((state == from) || ...));
+    state = to;
+  }
+  bool in(SliceState s) const noexcept { return state == s; }
 };
 
 // Accounts one finished slice. Success adds its bytes; an error is recorded (the
@@ -148,6 +192,8 @@ class SlicePool {
   // fetch_add per allocate and per release, on a line every caller and lcore shares,
   // cost more than the CAS itself.
   uint32_t available() const noexcept;
+  // Slices in state `s`, counted over the whole pool: exact only at rest; for tests.
+  uint32_t countIn(SliceState s) const noexcept;
 
  private:
   static constexpr uint32_t kNil = 0xffffffffu;

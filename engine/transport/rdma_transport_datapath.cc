@@ -6,7 +6,6 @@
 
 #include "base/clock.h"
 #include "base/ebr.h"
-#include "transport/rdma_transport.h"
 #include "model/slicing.h"
 #include "tent/log.h"
 #include "transport/rdma_transport.h"
@@ -140,19 +139,7 @@ Status RdmaTransport::submitWorker(RdmaTask& task, uint64_t now) noexcept {
     }
     uint64_t off = 0, len = 0;
     sliceRange(req.length, block, k, &off, &len, max_wr);
-    s->task = &task;
-    s->source_addr = reinterpret_cast<uint64_t>(req.source) + off;
-    s->target_addr = req.target_offset + off;
-    s->length = len;  // <= max_wr: one WR
-    s->opcode =
-        req.opcode == OpCode::READ ? fabric::WrOpcode::kRdmaRead : fabric::WrOpcode::kRdmaWrite;
-    s->segment = req.target_id;
-    s->retries = 0;
-    s->rr_hint = static_cast<uint16_t>(rr + k);
-    s->direct = false;
-    s->timed_out = false;
-    s->endpoint = nullptr;
-    s->enqueue_ns = now;
+    s->init(task, off, len, static_cast<uint16_t>(rr + k), now);  // len <= max_wr: one WR
     if (!datapath_->routeSlice(*s, now)) {
       datapath_->finishSlice(s, SliceResult::kFailed);
       continue;
