@@ -36,8 +36,8 @@ Status RdmaTransport::init() {
   TENT_RETURN_IF_ERROR(makeSlicePool());
   segments_ = std::make_unique<SegmentTable>(config_->bootstrap.max_segments);
   requests_ = std::make_unique<ControlRequests>();
-  TENT_RETURN_IF_ERROR(requests_->init(
-      4096, uint64_t{config_->bootstrap.descriptor_refresh_ms} * 1'000'000));
+  TENT_RETURN_IF_ERROR(
+      requests_->init(4096, uint64_t{config_->bootstrap.descriptor_refresh_ms} * 1'000'000));
   datapath_ = std::make_unique<DatapathContext>(*config_, rails_, raw, *segments_, *slice_pool_,
                                                 *requests_);
   // One WR carries at most the smallest max message size of the devices (and what an
@@ -62,6 +62,8 @@ Status RdmaTransport::init() {
   direct_ = std::make_unique<DirectPath>(*datapath_);
   datapath_->setDirect(direct_.get());
   local_ = std::make_unique<LocalMemory>(raw, rails_);
+  submitter_ = std::make_unique<Submitter>(*config_, *datapath_, *direct_, *local_, *requests_,
+                                           runtime_->manual());
 
   control::ControlPlaneDeps deps{*config_, raw, {}, background_, *segments_, *requests_, *local_};
   for (SlicePoller* rail : rail_of_context_)
@@ -262,7 +264,7 @@ void RdmaTransport::fillStats(EngineStats* out) const {
     v.idle_cycles = st.idle_cycles;
     out->lcores.push_back(v);
   }
-  out->worker.tasks = worker_tasks_.load(std::memory_order_relaxed);
+  out->worker.tasks = submitter_->workerTasks();
   for (const auto& p : pollers_) {
     const auto& c = p->counters();
     out->worker.slices_posted += c.slices_posted.load(std::memory_order_relaxed);
