@@ -20,29 +20,29 @@ namespace tent::rdma {
 class RdmaContext;
 class RdmaEndPoint;
 class SlicePoller;
-class DirectPath;
 
 class DatapathContext {
  public:
   DatapathContext(const config::Config& config, const topology::RailMap& rails,
                   std::vector<RdmaContext*> contexts, SegmentTable& segments, SlicePool& slices,
-                  ControlRequests& requests)
+                  ControlRequests& requests, uint64_t max_wr_bytes)
       : config_(config),
         rails_(rails),
         contexts_(std::move(contexts)),
         segments_(segments),
         slices_(slices),
         requests_(requests),
+        max_wr_bytes_(max_wr_bytes),
         priority_lane_(config::priorityLaneOn(config)) {}
 
-  // Set once at start-up (control path).
+  // The one thing given after construction, once, before any lcore runs or any request
+  // is submitted (control path). It cannot come earlier: the pollers are built on this
+  // context (a poller hands a slice routed to another poller's endpoint on through
+  // enqueue()), so they exist only after it.
   void setPollers(std::vector<SlicePoller*> by_index, std::vector<SlicePoller*> rail_of_context) {
     by_index_ = std::move(by_index);
     rail_of_context_ = std::move(rail_of_context);
   }
-  void setDirect(DirectPath* direct) { direct_ = direct; }
-  // The longest WR every device carries (the smallest max message size).
-  void setMaxWrBytes(uint64_t bytes) { max_wr_bytes_ = bytes; }
 
   const config::Config& config() const noexcept { return config_; }
   const topology::RailMap& rails() const noexcept { return rails_; }
@@ -50,8 +50,8 @@ class DatapathContext {
   RdmaContext& context(size_t i) const noexcept { return *contexts_[i]; }
   SegmentTable& segments() const noexcept { return segments_; }
   SlicePool& slicePool() const noexcept { return slices_; }
-  DirectPath& direct() const noexcept { return *direct_; }
   SlicePoller* railPoller(uint32_t context) const noexcept { return rail_of_context_[context]; }
+  // The longest WR every device carries (the smallest max message size).
   uint64_t maxWrBytes() const noexcept { return max_wr_bytes_; }
   // workers.priority_lane, resolved: latency-sensitive worker slices go to rail pollers.
   bool priorityLane() const noexcept { return priority_lane_; }
@@ -95,8 +95,7 @@ class DatapathContext {
   ControlRequests& requests_;
   std::vector<SlicePoller*> by_index_;
   std::vector<SlicePoller*> rail_of_context_;
-  DirectPath* direct_ = nullptr;
-  uint64_t max_wr_bytes_ = uint64_t{1} << 31;
+  const uint64_t max_wr_bytes_;
   const bool priority_lane_;
   CompletionCounters completions_;
 };

@@ -14,7 +14,6 @@
 #include <vector>
 
 #include "fabric/fabric.h"
-#include "model/rdma_task.h"
 #include "lcore/poller.h"
 #include "lcore/ring.h"
 #include "model/rdma_task.h"
@@ -22,6 +21,7 @@
 namespace tent::rdma {
 
 class DatapathContext;
+class DirectPath;
 class RdmaContext;
 class RdmaEndPoint;
 
@@ -45,7 +45,9 @@ class SlicePoller final : public lcore::Poller {
   static constexpr uint32_t kMaxChains = 8;  // distinct QPs posted per pass
   static constexpr uint32_t kPollBatch = 32;
 
-  SlicePoller(DatapathContext& datapath, uint32_t posting_index, Kind kind, size_t lcore);
+  // `direct`: the direct path whose CQs a rail poller polls (nullptr for background).
+  SlicePoller(DatapathContext& datapath, DirectPath* direct, uint32_t posting_index, Kind kind,
+              size_t lcore);
   ~SlicePoller() override;
   Status init(uint32_t ring_size, uint32_t contexts);
 
@@ -101,6 +103,7 @@ class SlicePoller final : public lcore::Poller {
   void unlinkInflight_lc(RdmaSlice* s) noexcept;
 
   DatapathContext& dp_;
+  DirectPath* const direct_;  // rail pollers only
   uint32_t posting_index_;
   Kind kind_;
   size_t lcore_;

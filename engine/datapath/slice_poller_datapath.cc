@@ -34,7 +34,7 @@ lcore::PollResult SlicePoller::poll_lc() noexcept {
   unsigned work = drainRing_lc();
   work += postPending_lc(now);
   work += pollDataCqs_lc(now);
-  if (kind_ == Kind::kRail) work += dp_.direct().pollContexts(rail_contexts_);
+  if (direct_) work += direct_->pollContexts(rail_contexts_);
   if ((++passes_ & 63) == 0) checkTimeouts_lc(now);
   flushFinished_lc();
   return work ? lcore::PollResult::kBusy : lcore::PollResult::kIdle;

@@ -38,8 +38,6 @@ Status RdmaTransport::init() {
   requests_ = std::make_unique<ControlRequests>();
   TENT_RETURN_IF_ERROR(
       requests_->init(4096, uint64_t{config_->bootstrap.descriptor_refresh_ms} * 1'000'000));
-  datapath_ = std::make_unique<DatapathContext>(*config_, rails_, raw, *segments_, *slice_pool_,
-                                                *requests_);
   // One WR carries at most the smallest max message size of the devices (and what an
   // SGE's 32-bit length holds): slices are cut to it, never truncated.
   uint64_t max_wr = uint64_t{1} << 31;
@@ -56,11 +54,11 @@ Status RdmaTransport::init() {
         config_->source + ": workers.block_size " + std::to_string(config_->workers.block_size) +
         " exceeds the max message size of " + smallest + " (" + std::to_string(max_wr) +
         " bytes): one slice is one WR; lower workers.block_size");
-  datapath_->setMaxWrBytes(max_wr);
+  datapath_ = std::make_unique<DatapathContext>(*config_, rails_, raw, *segments_, *slice_pool_,
+                                                *requests_, max_wr);
+  direct_ = std::make_unique<DirectPath>(*datapath_);
   TENT_RETURN_IF_ERROR(planPollers());
   TENT_RETURN_IF_ERROR(initContexts());
-  direct_ = std::make_unique<DirectPath>(*datapath_);
-  datapath_->setDirect(direct_.get());
   local_ = std::make_unique<LocalMemory>(raw, rails_);
   submitter_ = std::make_unique<Submitter>(*config_, *datapath_, *direct_, *local_, *requests_,
                                            runtime_->manual());
@@ -99,8 +97,9 @@ RdmaTransport::~RdmaTransport() {
 Status RdmaTransport::planPollers() {
   std::vector<bool> claimed(contexts_.size(), false);
   auto addPoller = [&](SlicePoller::Kind kind, size_t lcore) {
+    DirectPath* direct = kind == SlicePoller::Kind::kRail ? direct_.get() : nullptr;
     pollers_.push_back(std::make_unique<SlicePoller>(
-        *datapath_, static_cast<uint32_t>(pollers_.size()), kind, lcore));
+        *datapath_, direct, static_cast<uint32_t>(pollers_.size()), kind, lcore));
     return pollers_.back().get();
   };
   rail_of_context_.assign(contexts_.size(), nullptr);
