@@ -62,6 +62,9 @@ class DatapathContext {
   // peer is unreachable or backing off; kUnknown without such a segment/device.
   EndpointLookup lookup(uint32_t context, SegmentId segment, uint32_t peer_device, uint64_t now,
                         RdmaEndPoint** out) const noexcept;
+  // The same, in a record the caller found already (the submitter's, once per request).
+  EndpointLookup lookup(SegmentRecord& record, uint32_t context, uint32_t peer_device, uint64_t now,
+                        RdmaEndPoint** out) const noexcept;
   // The segment's control session is up but answers nothing (SegmentRecord::slow).
   bool segmentSlow(SegmentId segment) const noexcept {
     SegmentRecord* rec = segments_.find(segment);
@@ -71,14 +74,21 @@ class DatapathContext {
   void requestReset(RdmaEndPoint* ep) const noexcept;
 
   // ---- slices ----
-  // Picks the device pair for a slice (first try and retries); false when none.
+  // The request's device placement (RdmaTask::placement), made once per request.
+  void placeTask(RdmaTask& task, uint64_t now) const noexcept;
+  // A first slice's device pair, from its task's placement; false when none.
+  bool placeSlice(RdmaSlice& slice) const noexcept;
+  // A retried slice's device pair, placed again (a device may have paused since);
+  // false when none.
   bool routeSlice(RdmaSlice& slice, uint64_t now) const noexcept;
   uint64_t pausedMask(uint64_t now) const noexcept;
   // The poller that carries the slice: its context's rail poller when the task takes
-  // the priority lane, else the background poller owning its endpoint slot.
-  SlicePoller* pollerFor(const RdmaTask& task, const RdmaSlice& slice) const noexcept;
+  // the priority lane, else the background poller owning its endpoint slot (in
+  // `record` when the caller found it already, else looked up).
+  SlicePoller* pollerFor(const RdmaTask& task, const RdmaSlice& slice,
+                         SegmentRecord* record = nullptr) const noexcept;
   // Hands the slice to its poller; false when that poller's ring is full.
-  bool enqueue(RdmaTask& task, RdmaSlice* slice) const noexcept;
+  bool enqueue(RdmaTask& task, RdmaSlice* slice, SegmentRecord* record = nullptr) const noexcept;
   // Accounts the slice's result (bytes per device and intent, a missed deadline when
   // it completes its task late) and frees it. Its WR, if any, has completed.
   void finishSlice(RdmaSlice* slice, SliceResult result) const noexcept;
@@ -98,6 +108,9 @@ class DatapathContext {
   const uint64_t max_wr_bytes_;
   const bool priority_lane_;
   CompletionCounters completions_;
+
+  // The peer device for slice `s` on local device `local`; false when none.
+  bool choosePair(RdmaSlice& s, uint32_t local) const noexcept;
 };
 
 }  // namespace tent::rdma

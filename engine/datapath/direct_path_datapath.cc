@@ -57,17 +57,10 @@ static void releasePlan(const DatapathContext& dp, RdmaTask& task, DirectPlan& p
 }
 
 DirectDecline DirectPath::trySubmitDirect(RdmaTask& task, uint64_t now) noexcept {
-  const auto& cfg = dp_.config();
-  const Request& req = task.request;
+  // Admitted (mode and size cap) when the request was resolved: admission().
   // (attempted is not counted here: it is succeeded + the declines, fillStats())
-  DirectDecline d = DirectDecline::kAccepted;
   DirectPlan plan;
-  if (cfg.direct.mode == config::DirectMode::kOff)
-    d = DirectDecline::kModeOff;
-  else if (cfg.direct.max_bytes != 0 && req.length > cfg.direct.max_bytes)
-    d = DirectDecline::kOverSizeCap;
-  else
-    d = plan_(task, now, plan);
+  DirectDecline d = plan_(task, now, plan);
   if (d == DirectDecline::kAccepted) d = acquire_(task, plan);
   if (d != DirectDecline::kAccepted) {
     releasePlan(dp_, task, plan);
@@ -82,9 +75,8 @@ DirectDecline DirectPath::trySubmitDirect(RdmaTask& task, uint64_t now) noexcept
 // Chooses distinct local devices and their endpoints: min(eligible rank-0 devices,
 // ceil(length / block_size)) slices, the target device by the worker path's rule.
 DirectDecline DirectPath::plan_(RdmaTask& task, uint64_t now, DirectPlan& plan) noexcept {
-  uint32_t candidates[kMaxDevices];
-  size_t n = localCandidates(dp_.rails(), task.location, task.device_mask, dp_.pausedMask(now),
-                             candidates, kMaxDevices);
+  const uint8_t* candidates = task.placement;  // the request's placement (placeTask)
+  const size_t n = task.placement_count;
   if (n == 0) return DirectDecline::kUnresolvable;
   const uint64_t block = dp_.config().workers.block_size;
   const uint64_t len = task.request.length;
@@ -105,7 +97,7 @@ DirectDecline DirectPath::plan_(RdmaTask& task, uint64_t now, DirectPlan& plan) 
                                 start + p, tb.rkeys);
     if (peer < 0) return DirectDecline::kUnresolvable;
     RdmaEndPoint* ep =
-        getEndpointForContextIndex(local, task.request.target_id, static_cast<uint32_t>(peer), now);
+        getEndpointForContextIndex(local, *task.record, static_cast<uint32_t>(peer), now);
     // No ready endpoint, or a peer without a direct QP: the worker path serves it.
     if (!ep || !ep->directQp()) return DirectDecline::kEndpointNotReady;
     plan.lanes[plan.filled++] = Lane{&dp_.context(local), ep, nullptr, -1, false, false};
@@ -297,6 +289,13 @@ RdmaEndPoint* DirectPath::getEndpointForContextIndex(uint32_t context, SegmentId
   RdmaEndPoint* ep = nullptr;
   return dp_.lookup(context, segment, peer_device, now, &ep) == EndpointLookup::kReady ? ep
                                                                                        : nullptr;
+}
+
+RdmaEndPoint* DirectPath::getEndpointForContextIndex(uint32_t context, SegmentRecord& record,
+                                                     uint32_t peer_device, uint64_t now) noexcept {
+  RdmaEndPoint* ep = nullptr;
+  return dp_.lookup(record, context, peer_device, now, &ep) == EndpointLookup::kReady ? ep
+                                                                                      : nullptr;
 }
 
 void DirectPath::fallbackSlice(RdmaTask& task, RdmaSlice* s, uint64_t now) noexcept {

@@ -56,6 +56,9 @@ class Submitter {
  private:
   Status resolveRequest(const Request& req, size_t index, RdmaTask& task,
                         const LocalTableView& local, uint64_t device_mask) noexcept;
+  // Routes one resolved task: TIMEOUT at once when already late, else the direct
+  // path when it admitted and accepts, else the worker path. False when starved.
+  bool routeTask(RdmaTask& task) noexcept;
   Status submitWorker(RdmaTask& task, uint64_t now) noexcept;
   bool enqueueSlice(RdmaTask& task, RdmaSlice* slice) noexcept;
 

@@ -84,8 +84,11 @@ Status Submitter::resolveRequest(const Request& req, size_t index, RdmaTask& tas
   task.peer = std::move(peer);
   task.location = location;
   task.device_mask = device_mask & lb->device_mask;  // GPU memory: NICs that reach its GPU
-  task.latency_sensitive = direct_.wantsDirect(req);
+  const DirectDecline admission = direct_.admission(req);
+  task.direct_admission = static_cast<uint8_t>(admission);
+  task.latency_sensitive = admission != DirectDecline::kNotLatencySensitive;
   task.priority_lane = task.latency_sensitive && datapath_.priorityLane();
+  task.record = rec;
   return Status::OK();
 }
 
@@ -98,29 +101,39 @@ Status Submitter::submitTransferTasks(std::span<const Request> requests, RdmaTas
     Status s = resolveRequest(requests[i], i, tasks[i], local, device_mask);
     if (!s.ok()) {
       releaseSources(tasks, i);  // nothing of the call runs
+      for (size_t k = 0; k < i; ++k) tasks[k].record = nullptr;
       return s;
     }
   }
   size_t starved = 0;
   for (size_t i = 0; i < requests.size(); ++i) {
-    RdmaTask& task = tasks[i];
-    // Each task's own submit time: a late request in a long batch is judged by it,
-    // on the deadline's own clock (steady_clock; the engine clock is for durations).
-    const uint64_t now = clock::engineNowNs();
-    if (task.request.deadline_ns != 0 && task.request.deadline_ns <= steadyNowNs()) {
-      // Already late: not started (nothing posted, no byte moved), TIMEOUT at once.
-      task.endUnstarted(TransferState::TIMEOUT);
-      datapath_.completions().countExpiredAtSubmit();
-      continue;
-    }
-    if (task.latency_sensitive && direct_.trySubmitDirect(task, now) == DirectDecline::kAccepted)
-      continue;
-    if (!submitWorker(task, now).ok()) ++starved;
+    if (!routeTask(tasks[i])) ++starved;
+    tasks[i].record = nullptr;  // this read section's, not the task's
   }
   if (starved)
     return Status::ResourceExhausted(std::to_string(starved) +
                                      " tasks failed: slice pool or poller rings exhausted");
   return Status::OK();
+}
+
+bool Submitter::routeTask(RdmaTask& task) noexcept {
+  // Each task's own submit time: a late request in a long batch is judged by it,
+  // on the deadline's own clock (steady_clock; the engine clock is for durations).
+  const uint64_t now = clock::engineNowNs();
+  if (task.request.deadline_ns != 0 && task.request.deadline_ns <= steadyNowNs()) {
+    // Already late: not started (nothing posted, no byte moved), TIMEOUT at once.
+    task.endUnstarted(TransferState::TIMEOUT);
+    datapath_.completions().countExpiredAtSubmit();
+    return true;
+  }
+  datapath_.placeTask(task, now);  // the one device placement of the request
+  const auto admission = static_cast<DirectDecline>(task.direct_admission);
+  if (admission == DirectDecline::kAccepted) {
+    if (direct_.trySubmitDirect(task, now) == DirectDecline::kAccepted) return true;
+  } else if (task.latency_sensitive) {
+    direct_.countDecline(admission);  // declined by direct.mode or direct.max_bytes
+  }
+  return submitWorker(task, now).ok();
 }
 
 Status Submitter::submitWorker(RdmaTask& task, uint64_t now) noexcept {
@@ -142,7 +155,7 @@ Status Submitter::submitWorker(RdmaTask& task, uint64_t now) noexcept {
     uint64_t off = 0, len = 0;
     sliceRange(req.length, block, k, &off, &len, max_wr);
     s->init(task, off, len, static_cast<uint16_t>(rr + k), now);  // len <= max_wr: one WR
-    if (!datapath_.routeSlice(*s, now)) {
+    if (!datapath_.placeSlice(*s)) {
       datapath_.finishSlice(s, SliceResult::kFailed);
       continue;
     }
@@ -154,8 +167,9 @@ Status Submitter::submitWorker(RdmaTask& task, uint64_t now) noexcept {
 bool Submitter::enqueueSlice(RdmaTask& task, RdmaSlice* s) noexcept {
   // Rings full: the pollers are draining them; wait a bounded time (backpressure).
   const uint64_t give_up = clock::engineNowNs() + 1000000000ull;
-  while (!datapath_.enqueue(task, s)) {
-    if (manual_lcores_ || clock::engineNowNs() > give_up || !datapath_.pollerFor(task, *s)) {
+  while (!datapath_.enqueue(task, s, task.record)) {
+    if (manual_lcores_ || clock::engineNowNs() > give_up ||
+        !datapath_.pollerFor(task, *s, task.record)) {
       datapath_.finishSlice(s, SliceResult::kFailed);
       return false;
     }

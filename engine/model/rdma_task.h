@@ -14,6 +14,7 @@
 
 #include "fabric/fabric.h"
 #include "model/buffer_use.h"
+#include "model/slicing.h"
 #include "tent/transfer_engine.h"
 #include "topology/rail_map.h"
 
@@ -23,8 +24,7 @@ class RdmaEndPoint;
 struct LocalBuffer;
 struct LocalBufferTable;
 struct PeerSegment;
-
-namespace metadata_fwd {}
+struct SegmentRecord;
 
 enum class SliceResult : uint8_t { kSuccess = 0, kFailed, kTimeout, kCanceled };
 
@@ -50,8 +50,21 @@ struct RdmaTask {
   uint32_t target_buffer = 0;  // index into peer->descriptor.buffers
   topology::LocationId location = topology::kAnyLocation;
   uint64_t device_mask = ~0ull;
-  bool latency_sensitive = false;  // tries the direct path first (direct.mode's rule)
+  bool latency_sensitive = false;  // direct.mode's rule (deadline or FOREGROUND_GET)
   bool priority_lane = false;      // latency-sensitive, and its worker slices go to rail pollers
+  // The direct path's admission, decided once when the request is resolved: a
+  // DirectDecline (datapath/direct_path.h); kAccepted = the direct path is tried.
+  uint8_t direct_admission = 0;
+  // The device placement, made once per request when it is routed: the local devices
+  // that may carry it, best rail-map rank first (after device_mask; paused devices left
+  // out unless that leaves none). The direct plan and every first slice pick from it;
+  // a retry places its slice again.
+  uint8_t placement_count = 0;
+  uint8_t placement[kMaxDevices];
+  // The target's segment record, found once when the request is resolved. Valid only
+  // inside the submit call's read section (the submitter clears it before leaving);
+  // pollers look the segment up again in their own.
+  SegmentRecord* record = nullptr;
   // The pin this task holds on its source buffer (taken when the request is resolved,
   // dropped once, when the task ends): while it is held the buffer cannot be
   // unregistered. nullptr when it holds none.

@@ -26,6 +26,11 @@ TEST_F(SliceStates, WorkerSlicesGoQueuedPostedAndBackToFree) {
   constexpr size_t kLen = 4 * 65536;  // four slices of workers.block_size
   fillPattern(src, kLen, 91);
   BatchId b = submitOne(bulk(kLen));
+  // Resolved once: the placement stays with the task, the segment record (valid only
+  // inside the submit's read section) does not.
+  const rdma::RdmaTask* task = engine->taskFor(b, 0);
+  EXPECT_GE(task->placement_count, 1u);
+  EXPECT_EQ(task->record, nullptr);
   // Nothing ran yet: the ring owns every slice of the task.
   EXPECT_EQ(in(SliceState::kQueued), 4u);
   EXPECT_EQ(in(SliceState::kFree), capacity() - 4);
