@@ -1,7 +1,8 @@
-// DatapathContext: what pollers and the direct path may use - the config, the rail
-// map, the contexts, the segment table and its endpoint lookups, the slice pool,
-// routing, and the control requests - and nothing of the control plane. Every
-// method here is datapath: noexcept, no allocation, no lock, no blocking call.
+// DatapathContext: what the submitter, the pollers and the direct path may use - the
+// config, the contexts, the segment table and its endpoint lookups, the slice pool,
+// placement (on the rail map) and routing, slice hand-off, and the control requests -
+// and nothing of the control plane. Every method here is datapath: noexcept, no
+// allocation, no lock, no blocking call.
 #pragma once
 
 #include <atomic>
@@ -45,7 +46,6 @@ class DatapathContext {
   }
 
   const config::Config& config() const noexcept { return config_; }
-  const topology::RailMap& rails() const noexcept { return rails_; }
   size_t contextCount() const noexcept { return contexts_.size(); }
   RdmaContext& context(size_t i) const noexcept { return *contexts_[i]; }
   SegmentTable& segments() const noexcept { return segments_; }
@@ -81,7 +81,6 @@ class DatapathContext {
   // A retried slice's device pair, placed again (a device may have paused since);
   // false when none.
   bool routeSlice(RdmaSlice& slice, uint64_t now) const noexcept;
-  uint64_t pausedMask(uint64_t now) const noexcept;
   // The poller that carries the slice: its context's rail poller when the task takes
   // the priority lane, else the background poller owning its endpoint slot (in
   // `record` when the caller found it already, else looked up).
@@ -109,6 +108,8 @@ class DatapathContext {
   const bool priority_lane_;
   CompletionCounters completions_;
 
+  // Devices paused after errors (bit = context index).
+  uint64_t pausedMask(uint64_t now) const noexcept;
   // The peer device for slice `s` on local device `local`; false when none.
   bool choosePair(RdmaSlice& s, uint32_t local) const noexcept;
 };
