@@ -1,7 +1,8 @@
-// DatapathContext: what pollers and the direct path may use - the config, the rail
-// map, the contexts, the segment table and its endpoint lookups, the slice pool,
-// routing, and the control requests - and nothing of the control plane. Every
-// method here is datapath: noexcept, no allocation, no lock, no blocking call.
+// DatapathContext: what the submitter, the pollers and the direct path may use - the
+// config, the contexts, the segment table and its endpoint lookups, the slice pool,
+// placement (on the rail map) and routing, slice hand-off, and the control requests -
+// and nothing of the control plane. Every method here is datapath: noexcept, no
+// allocation, no lock, no blocking call.
 #pragma once
 
 #include <atomic>
@@ -20,38 +21,37 @@ namespace tent::rdma {
 class RdmaContext;
 class RdmaEndPoint;
 class SlicePoller;
-class DirectPath;
 
 class DatapathContext {
  public:
   DatapathContext(const config::Config& config, const topology::RailMap& rails,
                   std::vector<RdmaContext*> contexts, SegmentTable& segments, SlicePool& slices,
-                  ControlRequests& requests)
+                  ControlRequests& requests, uint64_t max_wr_bytes)
       : config_(config),
         rails_(rails),
         contexts_(std::move(contexts)),
         segments_(segments),
         slices_(slices),
         requests_(requests),
+        max_wr_bytes_(max_wr_bytes),
         priority_lane_(config::priorityLaneOn(config)) {}
 
-  // Set once at start-up (control path).
+  // The one thing given after construction, once, before any lcore runs or any request
+  // is submitted (control path). It cannot come earlier: the pollers are built on this
+  // context (a poller hands a slice routed to another poller's endpoint on through
+  // enqueue()), so they exist only after it.
   void setPollers(std::vector<SlicePoller*> by_index, std::vector<SlicePoller*> rail_of_context) {
     by_index_ = std::move(by_index);
     rail_of_context_ = std::move(rail_of_context);
   }
-  void setDirect(DirectPath* direct) { direct_ = direct; }
-  // The longest WR every device carries (the smallest max message size).
-  void setMaxWrBytes(uint64_t bytes) { max_wr_bytes_ = bytes; }
 
   const config::Config& config() const noexcept { return config_; }
-  const topology::RailMap& rails() const noexcept { return rails_; }
   size_t contextCount() const noexcept { return contexts_.size(); }
   RdmaContext& context(size_t i) const noexcept { return *contexts_[i]; }
   SegmentTable& segments() const noexcept { return segments_; }
   SlicePool& slicePool() const noexcept { return slices_; }
-  DirectPath& direct() const noexcept { return *direct_; }
   SlicePoller* railPoller(uint32_t context) const noexcept { return rail_of_context_[context]; }
+  // The longest WR every device carries (the smallest max message size).
   uint64_t maxWrBytes() const noexcept { return max_wr_bytes_; }
   // workers.priority_lane, resolved: latency-sensitive worker slices go to rail pollers.
   bool priorityLane() const noexcept { return priority_lane_; }
@@ -62,6 +62,9 @@ class DatapathContext {
   // peer is unreachable or backing off; kUnknown without such a segment/device.
   EndpointLookup lookup(uint32_t context, SegmentId segment, uint32_t peer_device, uint64_t now,
                         RdmaEndPoint** out) const noexcept;
+  // The same, in a record the caller found already (the submitter's, once per request).
+  EndpointLookup lookup(SegmentRecord& record, uint32_t context, uint32_t peer_device, uint64_t now,
+                        RdmaEndPoint** out) const noexcept;
   // The segment's control session is up but answers nothing (SegmentRecord::slow).
   bool segmentSlow(SegmentId segment) const noexcept {
     SegmentRecord* rec = segments_.find(segment);
@@ -71,17 +74,23 @@ class DatapathContext {
   void requestReset(RdmaEndPoint* ep) const noexcept;
 
   // ---- slices ----
-  // Picks the device pair for a slice (first try and retries); false when none.
+  // The request's device placement (RdmaTask::placement), made once per request.
+  void placeTask(RdmaTask& task, uint64_t now) const noexcept;
+  // A first slice's device pair, from its task's placement; false when none.
+  bool placeSlice(RdmaSlice& slice) const noexcept;
+  // A retried slice's device pair, placed again (a device may have paused since);
+  // false when none.
   bool routeSlice(RdmaSlice& slice, uint64_t now) const noexcept;
-  uint64_t pausedMask(uint64_t now) const noexcept;
   // Devices whose port is down or that are dead (device events): never routed to.
   uint64_t downMask() const noexcept;
   uint64_t usableDevices(uint64_t device_mask) const noexcept { return device_mask & ~downMask(); }
   // The poller that carries the slice: its context's rail poller when the task takes
-  // the priority lane, else the background poller owning its endpoint slot.
-  SlicePoller* pollerFor(const RdmaTask& task, const RdmaSlice& slice) const noexcept;
+  // the priority lane, else the background poller owning its endpoint slot (in
+  // `record` when the caller found it already, else looked up).
+  SlicePoller* pollerFor(const RdmaTask& task, const RdmaSlice& slice,
+                         SegmentRecord* record = nullptr) const noexcept;
   // Hands the slice to its poller; false when that poller's ring is full.
-  bool enqueue(RdmaTask& task, RdmaSlice* slice) const noexcept;
+  bool enqueue(RdmaTask& task, RdmaSlice* slice, SegmentRecord* record = nullptr) const noexcept;
   // Accounts the slice's result (bytes per device and intent, a missed deadline when
   // it completes its task late) and frees it. Its WR, if any, has completed.
   void finishSlice(RdmaSlice* slice, SliceResult result) const noexcept;
@@ -98,10 +107,14 @@ class DatapathContext {
   ControlRequests& requests_;
   std::vector<SlicePoller*> by_index_;
   std::vector<SlicePoller*> rail_of_context_;
-  DirectPath* direct_ = nullptr;
-  uint64_t max_wr_bytes_ = uint64_t{1} << 31;
+  const uint64_t max_wr_bytes_;
   const bool priority_lane_;
   CompletionCounters completions_;
+
+  // Devices paused after errors (bit = context index).
+  uint64_t pausedMask(uint64_t now) const noexcept;
+  // The peer device for slice `s` on local device `local`; false when none.
+  bool choosePair(RdmaSlice& s, uint32_t local) const noexcept;
 };
 
 }  // namespace tent::rdma

@@ -12,8 +12,13 @@ EndpointLookup DatapathContext::lookup(uint32_t context, SegmentId segment, uint
                                        uint64_t now, RdmaEndPoint** out) const noexcept {
   SegmentRecord* rec = segments_.find(segment);
   if (rec == nullptr) return EndpointLookup::kUnknown;
-  if (!rec->up.load(std::memory_order_acquire)) return EndpointLookup::kFailed;
-  EndpointSlot* slot = rec->slot(context, peer_device);
+  return lookup(*rec, context, peer_device, now, out);
+}
+
+EndpointLookup DatapathContext::lookup(SegmentRecord& rec, uint32_t context, uint32_t peer_device,
+                                       uint64_t now, RdmaEndPoint** out) const noexcept {
+  if (!rec.up.load(std::memory_order_acquire)) return EndpointLookup::kFailed;
+  EndpointSlot* slot = rec.slot(context, peer_device);
   if (slot == nullptr) return EndpointLookup::kUnknown;
   if (RdmaEndPoint* ep = slot->ready.load(std::memory_order_acquire)) {
     if (!ep->ready()) return EndpointLookup::kConnecting;  // being retired: a new one follows
@@ -60,13 +65,30 @@ uint64_t DatapathContext::downMask() const noexcept {
   return mask;
 }
 
+void DatapathContext::placeTask(RdmaTask& task, uint64_t now) const noexcept {
+  uint32_t candidates[kMaxDevices];
+  const size_t n = localCandidates(rails_, task.location, usableDevices(task.device_mask),
+                                   pausedMask(now), candidates, kMaxDevices);
+  for (size_t i = 0; i < n; ++i) task.placement[i] = static_cast<uint8_t>(candidates[i]);
+  task.placement_count = static_cast<uint8_t>(n);
+}
+
+bool DatapathContext::placeSlice(RdmaSlice& s) const noexcept {
+  const RdmaTask& task = *s.task;
+  const uint32_t n = task.placement_count;
+  return n != 0 && choosePair(s, task.placement[(s.rr_hint + s.retries) % n]);
+}
+
 bool DatapathContext::routeSlice(RdmaSlice& s, uint64_t now) const noexcept {
   const RdmaTask& task = *s.task;
   uint32_t candidates[kMaxDevices];
   size_t n = localCandidates(rails_, task.location, usableDevices(task.device_mask),
                              pausedMask(now), candidates, kMaxDevices);
-  if (n == 0) return false;
-  uint32_t local = candidates[(s.rr_hint + s.retries) % n];
+  return n != 0 && choosePair(s, candidates[(s.rr_hint + s.retries) % n]);
+}
+
+bool DatapathContext::choosePair(RdmaSlice& s, uint32_t local) const noexcept {
+  const RdmaTask& task = *s.task;
   const auto& tb = task.peer->descriptor.buffers[task.target_buffer];
   const auto& region = regionAt(tb, s.target_addr);
   int peer = choosePeerDevice(task.peer->same_name, local, region.rank0,
@@ -78,19 +100,28 @@ bool DatapathContext::routeSlice(RdmaSlice& s, uint64_t now) const noexcept {
   return true;
 }
 
-SlicePoller* DatapathContext::pollerFor(const RdmaTask& task, const RdmaSlice& s) const noexcept {
+SlicePoller* DatapathContext::pollerFor(const RdmaTask& task, const RdmaSlice& s,
+                                        SegmentRecord* rec) const noexcept {
   // The priority lane: the context's rail poller, never behind bulk.
   if (task.priority_lane) return rail_of_context_[s.local_device];
-  SegmentRecord* rec = segments_.find(s.segment);
+  if (rec == nullptr) rec = segments_.find(s.segment);
   EndpointSlot* slot = rec ? rec->slot(s.local_device, s.peer_device) : nullptr;
   return slot ? by_index_[slot->owner] : nullptr;
 }
 
-bool DatapathContext::enqueue(RdmaTask& task, RdmaSlice* s) const noexcept {
-  SlicePoller* p = pollerFor(task, *s);
+bool DatapathContext::enqueue(RdmaTask& task, RdmaSlice* s, SegmentRecord* rec) const noexcept {
+  SlicePoller* p = pollerFor(task, *s, rec);
   if (p == nullptr) return false;
   if (task.priority_lane) p->countForeground();
-  return p->enqueue(&s, 1) == 1;
+  // Before the ring: once on it, the slice is its poller's. A full ring leaves it
+  // with the caller, as it was.
+  const SliceState was = s->state;
+  // A new slice, one forwarded by a poller, or a direct piece that continues here.
+  s->moveTo(SliceState::kQueued, SliceState::kAllocated, SliceState::kPending,
+            SliceState::kPostedDirect);
+  if (p->enqueue(&s, 1) == 1) return true;
+  s->state = was;
+  return false;
 }
 
 void DatapathContext::finishSlice(RdmaSlice* s, SliceResult result) const noexcept {
@@ -99,6 +130,9 @@ void DatapathContext::finishSlice(RdmaSlice* s, SliceResult result) const noexce
 }
 
 void DatapathContext::accountSlice(RdmaSlice* s, SliceResult result) const noexcept {
+  // Anything but free, queued (the ring owns it) or already accounted.
+  s->moveTo(SliceState::kDone, SliceState::kAllocated, SliceState::kPending, SliceState::kStaged,
+            SliceState::kPosted, SliceState::kPostedDirect, SliceState::kTimedOut);
   RdmaTask& task = *s->task;
   const uint64_t bytes = result == SliceResult::kSuccess ? s->length : 0;
   const uint64_t deadline = task.request.deadline_ns;  // read before the task may go

@@ -39,6 +39,14 @@ bool DirectPath::wantsDirect(const Request& req) const noexcept {
   return false;
 }
 
+DirectDecline DirectPath::admission(const Request& req) const noexcept {
+  const auto& cfg = dp_.config().direct;
+  if (!wantsDirect(req)) return DirectDecline::kNotLatencySensitive;
+  if (cfg.mode == config::DirectMode::kOff) return DirectDecline::kModeOff;
+  if (cfg.max_bytes != 0 && req.length > cfg.max_bytes) return DirectDecline::kOverSizeCap;
+  return DirectDecline::kAccepted;
+}
+
 void DirectPath::countDecline(DirectDecline d) noexcept {
   auto bump = [](std::atomic<uint64_t>& c) { c.fetch_add(1, std::memory_order_relaxed); };
   switch (d) {

@@ -19,6 +19,7 @@ class DatapathContext;
 class RdmaContext;
 class RdmaEndPoint;
 struct DirectPlan;
+struct SegmentRecord;
 
 enum class DirectDecline : uint8_t {
   kAccepted = 0,
@@ -57,8 +58,14 @@ class DirectPath {
 
   // Is the request latency-sensitive under the configured mode?
   bool wantsDirect(const Request& req) const noexcept;
-  // Posts the task on direct lanes or declines (nothing posted, no lane held).
+  // The direct path's decision for a request, made once when it is resolved:
+  // kNotLatencySensitive, kModeOff, kOverSizeCap, or kAccepted (try it).
+  DirectDecline admission(const Request& req) const noexcept;
+  // Posts an admitted task on direct lanes or declines (nothing posted, no lane held).
+  // Uses the task's placement and segment record (the submitter's, resolved once).
   DirectDecline trySubmitDirect(RdmaTask& task, uint64_t now) noexcept;
+  // Counts a latency-sensitive request that the direct path did not take.
+  void countDecline(DirectDecline d) noexcept;
   // Polls the direct CQs of `contexts` (caller-driven or rail poller); handles each
   // completion exactly once. Also expires direct slices past direct.timeout_ms.
   unsigned pollContexts(const std::vector<RdmaContext*>& contexts) noexcept;
@@ -71,6 +78,9 @@ class DirectPath {
   // The RFC's one way to get an endpoint: a ready one, or nullptr after asking the
   // control plane to connect. Never blocks.
   RdmaEndPoint* getEndpointForContextIndex(uint32_t context, SegmentId segment,
+                                           uint32_t peer_device, uint64_t now) noexcept;
+  // The same in a segment record the caller found already.
+  RdmaEndPoint* getEndpointForContextIndex(uint32_t context, SegmentRecord& record,
                                            uint32_t peer_device, uint64_t now) noexcept;
 
   void fillStats(DirectPathStats* out) const;
@@ -87,7 +97,6 @@ class DirectPath {
   void expire(RdmaContext& ctx, uint64_t now) noexcept;
   // A dead device's lanes: fails the WRs posted there (no completion will come).
   unsigned failDeadLanes(RdmaContext& ctx) noexcept;
-  void countDecline(DirectDecline d) noexcept;
 
   // A piece that could not be posted continues on its context's rail poller.
   void fallbackSlice(RdmaTask& task, RdmaSlice* slice, uint64_t now) noexcept;

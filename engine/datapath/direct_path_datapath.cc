@@ -57,17 +57,10 @@ static void releasePlan(const DatapathContext& dp, RdmaTask& task, DirectPlan& p
 }
 
 DirectDecline DirectPath::trySubmitDirect(RdmaTask& task, uint64_t now) noexcept {
-  const auto& cfg = dp_.config();
-  const Request& req = task.request;
+  // Admitted (mode and size cap) when the request was resolved: admission().
   // (attempted is not counted here: it is succeeded + the declines, fillStats())
-  DirectDecline d = DirectDecline::kAccepted;
   DirectPlan plan;
-  if (cfg.direct.mode == config::DirectMode::kOff)
-    d = DirectDecline::kModeOff;
-  else if (cfg.direct.max_bytes != 0 && req.length > cfg.direct.max_bytes)
-    d = DirectDecline::kOverSizeCap;
-  else
-    d = plan_(task, now, plan);
+  DirectDecline d = plan_(task, now, plan);
   if (d == DirectDecline::kAccepted) d = acquire_(task, plan);
   if (d != DirectDecline::kAccepted) {
     releasePlan(dp_, task, plan);
@@ -82,9 +75,8 @@ DirectDecline DirectPath::trySubmitDirect(RdmaTask& task, uint64_t now) noexcept
 // Chooses distinct local devices and their endpoints: min(eligible rank-0 devices,
 // ceil(length / block_size)) slices, the target device by the worker path's rule.
 DirectDecline DirectPath::plan_(RdmaTask& task, uint64_t now, DirectPlan& plan) noexcept {
-  uint32_t candidates[kMaxDevices];
-  size_t n = localCandidates(dp_.rails(), task.location, dp_.usableDevices(task.device_mask),
-                             dp_.pausedMask(now), candidates, kMaxDevices);
+  const uint8_t* candidates = task.placement;  // the request's placement (placeTask)
+  const size_t n = task.placement_count;
   if (n == 0) return DirectDecline::kUnresolvable;
   const uint64_t block = dp_.config().workers.block_size;
   const uint64_t len = task.request.length;
@@ -100,13 +92,12 @@ DirectDecline DirectPath::plan_(RdmaTask& task, uint64_t now, DirectPlan& plan) 
     uint64_t off = 0, piece = 0;
     evenSplit(len, plan.parts, p, &off, &piece);
     const auto& region = regionAt(tb, task.request.target_offset + off);
-    int peer =
-        choosePeerDevice(task.peer->same_name, local, region.rank0,
-                         static_cast<uint32_t>(task.peer->descriptor.devices.size()), start + p,
-                         tb.rkeys);
+    int peer = choosePeerDevice(task.peer->same_name, local, region.rank0,
+                                static_cast<uint32_t>(task.peer->descriptor.devices.size()),
+                                start + p, tb.rkeys);
     if (peer < 0) return DirectDecline::kUnresolvable;
     RdmaEndPoint* ep =
-        getEndpointForContextIndex(local, task.request.target_id, static_cast<uint32_t>(peer), now);
+        getEndpointForContextIndex(local, *task.record, static_cast<uint32_t>(peer), now);
     // No ready endpoint, or a peer without a direct QP: the worker path serves it.
     if (!ep || !ep->directQp()) return DirectDecline::kEndpointNotReady;
     plan.lanes[plan.filled++] = Lane{&dp_.context(local), ep, nullptr, -1, false, false};
@@ -145,32 +136,24 @@ void DirectPath::post_(RdmaTask& task, uint64_t submit_ns, DirectPlan& plan) noe
     RdmaSlice* s = l.slice;
     uint64_t off = 0, piece = 0;
     evenSplit(req.length, plan.parts, p, &off, &piece);
-    s->task = &task;
-    s->source_addr = reinterpret_cast<uint64_t>(req.source) + off;
-    s->target_addr = req.target_offset + off;
-    s->length = piece;  // <= maxWrBytes() (plan_), so the SGE's 32 bits hold it
-    s->opcode =
-        req.opcode == OpCode::READ ? fabric::WrOpcode::kRdmaRead : fabric::WrOpcode::kRdmaWrite;
-    s->segment = req.target_id;
-    s->local_device = static_cast<uint16_t>(l.ctx->index());
-    s->peer_device = static_cast<uint16_t>(l.ep->peerDevice());
-    s->retries = 0;
-    s->rr_hint = static_cast<uint16_t>(p);
-    s->direct = true;
-    s->timed_out = false;
-    s->endpoint = l.ep;
-    s->qp_index = static_cast<uint32_t>(l.slot);
     // Stamped with the task's own submit time (read per task, just before its plan,
     // not at the start of the batch): the histogram and direct.timeout_ms measure this
     // WR from there, however long the batch before it took, at one clock read per task.
     const uint64_t now = submit_ns;
-    s->enqueue_ns = submit_ns;
+    // piece <= maxWrBytes() (plan_), so the SGE's 32 bits hold it.
+    s->init(task, off, piece, static_cast<uint16_t>(p), now);
+    s->local_device = static_cast<uint16_t>(l.ctx->index());
+    s->peer_device = static_cast<uint16_t>(l.ep->peerDevice());
+    s->endpoint = l.ep;
+    s->qp_index = static_cast<uint32_t>(l.slot);
     s->post_ns = now;
     fabric::Sge sge{s->source_addr, static_cast<uint32_t>(s->length),
                     task.local_buffer->lkeys[s->local_device]};
     fabric::SendWr wr{reinterpret_cast<uint64_t>(s), s->opcode, true, 1, &sge, s->target_addr,
                       tb.rkeys[s->peer_device],      nullptr};
     l.ctx->notePosted(l.slot, now, l.ep, s);
+    // Before the post: another thread may poll its completion right after it.
+    s->moveTo(SliceState::kPostedDirect, SliceState::kAllocated);
     const fabric::SendWr* bad = nullptr;
     const int rc = l.ep->directQp()->postSend(&wr, &bad);
     l.ep->releaseDirectPoster();
@@ -337,8 +320,14 @@ RdmaEndPoint* DirectPath::getEndpointForContextIndex(uint32_t context, SegmentId
                                                                                        : nullptr;
 }
 
+RdmaEndPoint* DirectPath::getEndpointForContextIndex(uint32_t context, SegmentRecord& record,
+                                                     uint32_t peer_device, uint64_t now) noexcept {
+  RdmaEndPoint* ep = nullptr;
+  return dp_.lookup(record, context, peer_device, now, &ep) == EndpointLookup::kReady ? ep
+                                                                                      : nullptr;
+}
+
 void DirectPath::fallbackSlice(RdmaTask& task, RdmaSlice* s, uint64_t now) noexcept {
-  s->direct = false;
   s->endpoint = nullptr;
   s->enqueue_ns = now;
   if (dp_.enqueue(task, s)) return;

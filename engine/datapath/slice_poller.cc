@@ -6,8 +6,9 @@
 namespace tent::rdma {
 
 // datapath-lint: allow(setup) names the poller before it is attached to an lcore
-SlicePoller::SlicePoller(DatapathContext& datapath, uint32_t posting_index, Kind kind, size_t lcore)
-    : dp_(datapath), posting_index_(posting_index), kind_(kind), lcore_(lcore) {
+SlicePoller::SlicePoller(DatapathContext& datapath, DirectPath* direct, uint32_t posting_index,
+                         Kind kind, size_t lcore)
+    : dp_(datapath), direct_(direct), posting_index_(posting_index), kind_(kind), lcore_(lcore) {
   name_ = (kind == Kind::kRail ? "rail" : "background") + std::string("#") +
           std::to_string(posting_index);
 }

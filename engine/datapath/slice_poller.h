@@ -21,6 +21,7 @@
 namespace tent::rdma {
 
 class DatapathContext;
+class DirectPath;
 class RdmaContext;
 class RdmaEndPoint;
 
@@ -45,7 +46,9 @@ class SlicePoller final : public lcore::Poller {
   static constexpr uint32_t kMaxChains = 8;  // distinct QPs posted per pass
   static constexpr uint32_t kPollBatch = 32;
 
-  SlicePoller(DatapathContext& datapath, uint32_t posting_index, Kind kind, size_t lcore);
+  // `direct`: the direct path whose CQs a rail poller polls (nullptr for background).
+  SlicePoller(DatapathContext& datapath, DirectPath* direct, uint32_t posting_index, Kind kind,
+              size_t lcore);
   ~SlicePoller() override;
   Status init(uint32_t ring_size, uint32_t contexts);
 
@@ -106,6 +109,7 @@ class SlicePoller final : public lcore::Poller {
   RdmaSlice* timedOutOn(uint32_t context) const noexcept;
 
   DatapathContext& dp_;
+  DirectPath* const direct_;  // rail pollers only
   uint32_t posting_index_;
   Kind kind_;
   size_t lcore_;

@@ -14,6 +14,7 @@
 #include "model/slicing.h"
 #include "tent/log.h"
 
+#include <cassert>
 #include <cerrno>
 
 namespace tent::rdma {
@@ -33,7 +34,7 @@ lcore::PollResult SlicePoller::poll_lc() noexcept {
   unsigned work = drainRing_lc();
   work += postPending_lc(now);
   work += pollDataCqs_lc(now);
-  if (kind_ == Kind::kRail) work += dp_.direct().pollContexts(rail_contexts_);
+  if (direct_) work += direct_->pollContexts(rail_contexts_);
   if ((++passes_ & 63) == 0) checkTimeouts_lc(now);
   flushFinished_lc();
   return work ? lcore::PollResult::kBusy : lcore::PollResult::kIdle;
@@ -58,6 +59,9 @@ uint64_t deadlineKey(const RdmaSlice* s) noexcept {
 }  // namespace
 
 void SlicePoller::pushPending_lc(RdmaSlice* s) noexcept {
+  // Drained from the ring, kept back by a pass, not posted (ENOMEM), or a retry.
+  s->moveTo(SliceState::kPending, SliceState::kQueued, SliceState::kPending, SliceState::kStaged,
+            SliceState::kPosted);
   s->next = nullptr;
   if (!pending_tail_) {
     pending_head_ = pending_tail_ = s;
@@ -252,6 +256,7 @@ SlicePoller::Stage SlicePoller::stageSlice_lc(RdmaSlice* s, uint64_t now) noexce
       chain->head = &wr;
     chain->tail = &wr;
     ++chain->count;
+    s->moveTo(SliceState::kStaged, SliceState::kPending);
     s->endpoint = ep;
     s->qp_index = (rr_ + k) % n;
     rr_++;
@@ -289,6 +294,7 @@ void SlicePoller::postChains_lc(uint64_t now) noexcept {
         }
         break;
       }
+      s->moveTo(SliceState::kPosted, SliceState::kStaged);
       s->post_ns = posted;
       ++cq_inflight_[chain.context->index()];
       pushInflight_lc(s);
@@ -326,13 +332,14 @@ unsigned SlicePoller::pollDataCqs_lc(uint64_t now) noexcept {
 
 void SlicePoller::complete_lc(RdmaSlice* s, fabric::WcStatus status, uint64_t now) noexcept {
   const auto& wcfg = dp_.config().workers;
-  if (s->timed_out) {  // its task is failing with TIMEOUT: account it, never retry
+  if (s->in(SliceState::kTimedOut)) {  // its task is failing with TIMEOUT: account it, never retry
     unlinkTimedOut_lc(s);
     if (s->endpoint) s->endpoint->noteCompletion(status);
     finish_lc(s,
               status == fabric::WcStatus::kSuccess ? SliceResult::kSuccess : SliceResult::kTimeout);
     return;
   }
+  assert(s->in(SliceState::kPosted));
   unlinkInflight_lc(s);
   RdmaContext& ctx = dp_.context(s->local_device);
   if (s->endpoint) s->endpoint->noteCompletion(status);
@@ -420,7 +427,7 @@ void SlicePoller::checkTimeouts_lc(uint64_t now) noexcept {
     // The task fails with TIMEOUT, published once its WRs drain: the reset flushes this
     // one, and its completion (complete_lc) accounts the slice.
     s->task->recordError(TransferState::TIMEOUT);
-    s->timed_out = true;
+    s->moveTo(SliceState::kTimedOut, SliceState::kPosted);
     pushBack(timed_out_head_, timed_out_tail_, s);
     if (s->endpoint) dp_.requestReset(s->endpoint);
   }

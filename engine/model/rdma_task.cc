@@ -23,6 +23,50 @@ void RdmaTask::endUnstarted(TransferState s) noexcept {
   state.store(static_cast<uint8_t>(s), std::memory_order_release);
 }
 
+void RdmaSlice::init(RdmaTask& owner, uint64_t offset, uint64_t bytes, uint16_t hint,
+                     uint64_t now) noexcept {
+  assert(state == SliceState::kAllocated);
+  const Request& req = owner.request;
+  task = &owner;
+  source_addr = reinterpret_cast<uint64_t>(req.source) + offset;
+  target_addr = req.target_offset + offset;
+  length = bytes;
+  opcode = req.opcode == OpCode::READ ? fabric::WrOpcode::kRdmaRead : fabric::WrOpcode::kRdmaWrite;
+  segment = req.target_id;
+  local_device = peer_device = 0;
+  retries = 0;
+  rr_hint = hint;
+  endpoint = nullptr;
+  qp_index = 0;
+  enqueue_ns = now;
+  post_ns = 0;
+  next = prev = nullptr;
+}
+
+std::string_view toString(SliceState s) noexcept {
+  switch (s) {
+    case SliceState::kFree:
+      return "free";
+    case SliceState::kAllocated:
+      return "allocated";
+    case SliceState::kQueued:
+      return "queued";
+    case SliceState::kPending:
+      return "pending";
+    case SliceState::kStaged:
+      return "staged";
+    case SliceState::kPosted:
+      return "posted";
+    case SliceState::kPostedDirect:
+      return "posted-direct";
+    case SliceState::kTimedOut:
+      return "timed-out";
+    case SliceState::kDone:
+      return "done";
+  }
+  return "?";
+}
+
 void releaseSources(RdmaTask* tasks, size_t n) noexcept {
   for (size_t i = 0; i < n; ++i) tasks[i].releaseSource();
 }
@@ -81,8 +125,10 @@ RdmaSlice* SlicePool::allocate() noexcept {
     if (index == kNil) return nullptr;
     uint32_t next = slices_[index].free_next.load(std::memory_order_relaxed);
     uint64_t tagged = ((head >> 32) + 1) << 32 | next;  // the tag defeats ABA
-    if (head_.compare_exchange_weak(head, tagged, std::memory_order_acq_rel))
+    if (head_.compare_exchange_weak(head, tagged, std::memory_order_acq_rel)) {
+      slices_[index].moveTo(SliceState::kAllocated, SliceState::kFree);
       return &slices_[index];
+    }
   }
 }
 
@@ -95,6 +141,8 @@ void SlicePool::releaseBurst(RdmaSlice* const* slices, uint32_t n) noexcept {
   auto index = [&](const RdmaSlice* s) { return static_cast<uint32_t>(s - slices_.data()); };
   for (uint32_t i = 0; i < n; ++i) {
     RdmaSlice* s = slices[i];
+    // Accounted, or allocated and never handed on (a direct plan that declined).
+    s->moveTo(SliceState::kFree, SliceState::kDone, SliceState::kAllocated);
     s->task = nullptr;
     s->endpoint = nullptr;
     s->next = s->prev = nullptr;
@@ -107,6 +155,12 @@ void SlicePool::releaseBurst(RdmaSlice* const* slices, uint32_t n) noexcept {
     uint64_t tagged = ((head >> 32) + 1) << 32 | index(slices[0]);
     if (head_.compare_exchange_weak(head, tagged, std::memory_order_acq_rel)) break;
   }
+}
+
+uint32_t SlicePool::countIn(SliceState s) const noexcept {
+  uint32_t n = 0;
+  for (const RdmaSlice& slice : slices_) n += slice.in(s) ? 1 : 0;
+  return n;
 }
 
 uint32_t SlicePool::available() const noexcept {

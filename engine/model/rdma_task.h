@@ -6,12 +6,15 @@
 #pragma once
 
 #include <atomic>
+#include <cassert>
 #include <cstdint>
 #include <memory>
+#include <string_view>
 #include <vector>
 
 #include "fabric/fabric.h"
 #include "model/buffer_use.h"
+#include "model/slicing.h"
 #include "tent/transfer_engine.h"
 #include "topology/rail_map.h"
 
@@ -21,8 +24,7 @@ class RdmaEndPoint;
 struct LocalBuffer;
 struct LocalBufferTable;
 struct PeerSegment;
-
-namespace metadata_fwd {}
+struct SegmentRecord;
 
 enum class SliceResult : uint8_t { kSuccess = 0, kFailed, kTimeout, kCanceled };
 
@@ -48,8 +50,21 @@ struct RdmaTask {
   uint32_t target_buffer = 0;  // index into peer->descriptor.buffers
   topology::LocationId location = topology::kAnyLocation;
   uint64_t device_mask = ~0ull;
-  bool latency_sensitive = false;  // tries the direct path first (direct.mode's rule)
+  bool latency_sensitive = false;  // direct.mode's rule (deadline or FOREGROUND_GET)
   bool priority_lane = false;      // latency-sensitive, and its worker slices go to rail pollers
+  // The direct path's admission, decided once when the request is resolved: a
+  // DirectDecline (datapath/direct_path.h); kAccepted = the direct path is tried.
+  uint8_t direct_admission = 0;
+  // The device placement, made once per request when it is routed: the local devices
+  // that may carry it, best rail-map rank first (after device_mask; paused devices left
+  // out unless that leaves none). The direct plan and every first slice pick from it;
+  // a retry places its slice again.
+  uint8_t placement_count = 0;
+  uint8_t placement[kMaxDevices];
+  // The target's segment record, found once when the request is resolved. Valid only
+  // inside the submit call's read section (the submitter clears it before leaving);
+  // pollers look the segment up again in their own.
+  SegmentRecord* record = nullptr;
   // The pin this task holds on its source buffer (taken when the request is resolved,
   // dropped once, when the task ends): while it is held the buffer cannot be
   // unregistered. nullptr when it holds none.
@@ -92,6 +107,40 @@ struct RdmaTask {
 // their submit call was refused).
 void releaseSources(RdmaTask* tasks, size_t n) noexcept;
 
+// Where a slice is in its life, and so who owns it. Modelled on SPDK's
+// spdk_nvmf_rdma_request_state: every transition is written at one place, and debug
+// builds assert that it comes from a state it may come from (RdmaSlice::moveTo).
+//
+//   kFree -> kAllocated -> kQueued -> kPending -> kStaged -> kPosted -> kDone -> kFree
+//   direct path:           kAllocated -> kPostedDirect -> kDone (or -> kQueued: retry)
+enum class SliceState : uint8_t {
+  // In the pool's free list; no other field means anything.
+  kFree = 0,
+  // Taken from the pool by a submitter (the worker path's submit, a direct plan, a
+  // direct piece's fallback) and being initialised; owned by that thread alone.
+  kAllocated,
+  // On a poller's MPSC input ring: owned by the ring until that poller drains it.
+  kQueued,
+  // On its poller's pending list: waiting for an endpoint, QP or CQ room, or a
+  // retry on another device pair after its WR failed.
+  kPending,
+  // In a WR chain of the poller's current pass: posted at the end of the pass (or
+  // back to kPending when the QP has no room).
+  kStaged,
+  // Its WR is on a worker QP and on the poller's in-flight list; only its completion
+  // (or flush) moves it on.
+  kPosted,
+  // Its WR is on a direct lane; whoever polls the context's direct CQ completes it.
+  kPostedDirect,
+  // Posted, past workers.slice_timeout_ms: its task fails with TIMEOUT; the WR's
+  // completion or flush accounts it, never retries it.
+  kTimedOut,
+  // Accounted (updateSliceStatus): its task no longer counts it. Returned to the
+  // pool by whoever accounted it (a poller batches its pass's releases).
+  kDone,
+};
+std::string_view toString(SliceState s) noexcept;
+
 // One slice: a contiguous piece of a task carried by one WR.
 struct RdmaSlice {
   RdmaTask* task = nullptr;
@@ -99,14 +148,11 @@ struct RdmaSlice {
   uint64_t target_addr = 0;
   uint64_t length = 0;  // at most the provider's max message size (one WR)
   fabric::WrOpcode opcode = fabric::WrOpcode::kRdmaWrite;
+  SliceState state = SliceState::kFree;  // moved only by moveTo()
   uint16_t local_device = 0;
   uint16_t peer_device = 0;
   uint16_t retries = 0;
   uint16_t rr_hint = 0;  // slice index within its task: spreads devices round-robin
-  bool direct = false;
-  // Set when the slice's WR passed its software timeout: the task is failing with
-  // TIMEOUT already; the WR's completion (or flush) accounts the slice, never retries.
-  bool timed_out = false;
   SegmentId segment = 0;
   RdmaEndPoint* endpoint = nullptr;  // where the WR was posted
   uint32_t qp_index = 0;
@@ -116,6 +162,17 @@ struct RdmaSlice {
   RdmaSlice* next = nullptr;
   RdmaSlice* prev = nullptr;
   std::atomic<uint32_t> free_next{0};  // pool free list
+
+  // The one initialisation of an allocated slice: bytes [offset, offset + length) of
+  // `task`'s request, first attempt, not yet routed nor posted, stamped `now`.
+  void init(RdmaTask& owner, uint64_t offset, uint64_t bytes, uint16_t hint, uint64_t now) noexcept;
+  // Enters `to`. Debug builds assert that the slice is in one of `from`.
+  template <class... From>
+  void moveTo(SliceState to, From... from) noexcept {
+    assert(((state == from) || ...));
+    state = to;
+  }
+  bool in(SliceState s) const noexcept { return state == s; }
 };
 
 // Accounts one finished slice. Success adds its bytes; an error is recorded (the
@@ -148,6 +205,8 @@ class SlicePool {
   // fetch_add per allocate and per release, on a line every caller and lcore shares,
   // cost more than the CAS itself.
   uint32_t available() const noexcept;
+  // Slices in state `s`, counted over the whole pool: exact only at rest; for tests.
+  uint32_t countIn(SliceState s) const noexcept;
 
  private:
   static constexpr uint32_t kNil = 0xffffffffu;

@@ -36,10 +36,8 @@ Status RdmaTransport::init() {
   TENT_RETURN_IF_ERROR(makeSlicePool());
   segments_ = std::make_unique<SegmentTable>(config_->bootstrap.max_segments);
   requests_ = std::make_unique<ControlRequests>();
-  TENT_RETURN_IF_ERROR(requests_->init(
-      4096, uint64_t{config_->bootstrap.descriptor_refresh_ms} * 1'000'000));
-  datapath_ = std::make_unique<DatapathContext>(*config_, rails_, raw, *segments_, *slice_pool_,
-                                                *requests_);
+  TENT_RETURN_IF_ERROR(
+      requests_->init(4096, uint64_t{config_->bootstrap.descriptor_refresh_ms} * 1'000'000));
   // One WR carries at most the smallest max message size of the devices (and what an
   // SGE's 32-bit length holds): slices are cut to it, never truncated.
   uint64_t max_wr = uint64_t{1} << 31;
@@ -56,12 +54,14 @@ Status RdmaTransport::init() {
         config_->source + ": workers.block_size " + std::to_string(config_->workers.block_size) +
         " exceeds the max message size of " + smallest + " (" + std::to_string(max_wr) +
         " bytes): one slice is one WR; lower workers.block_size");
-  datapath_->setMaxWrBytes(max_wr);
+  datapath_ = std::make_unique<DatapathContext>(*config_, rails_, raw, *segments_, *slice_pool_,
+                                                *requests_, max_wr);
+  direct_ = std::make_unique<DirectPath>(*datapath_);
   TENT_RETURN_IF_ERROR(planPollers());
   TENT_RETURN_IF_ERROR(initContexts());
-  direct_ = std::make_unique<DirectPath>(*datapath_);
-  datapath_->setDirect(direct_.get());
   local_ = std::make_unique<LocalMemory>(raw, rails_);
+  submitter_ = std::make_unique<Submitter>(*config_, *datapath_, *direct_, *local_, *requests_,
+                                           runtime_->manual());
 
   control::ControlPlaneDeps deps{*config_, raw, {}, background_, *segments_, *requests_, *local_};
   for (SlicePoller* rail : rail_of_context_)
@@ -97,8 +97,9 @@ RdmaTransport::~RdmaTransport() {
 Status RdmaTransport::planPollers() {
   std::vector<bool> claimed(contexts_.size(), false);
   auto addPoller = [&](SlicePoller::Kind kind, size_t lcore) {
+    DirectPath* direct = kind == SlicePoller::Kind::kRail ? direct_.get() : nullptr;
     pollers_.push_back(std::make_unique<SlicePoller>(
-        *datapath_, static_cast<uint32_t>(pollers_.size()), kind, lcore));
+        *datapath_, direct, static_cast<uint32_t>(pollers_.size()), kind, lcore));
     return pollers_.back().get();
   };
   rail_of_context_.assign(contexts_.size(), nullptr);
@@ -260,7 +261,7 @@ void RdmaTransport::fillStats(EngineStats* out) const {
     v.idle_cycles = st.idle_cycles;
     out->lcores.push_back(v);
   }
-  out->worker.tasks = worker_tasks_.load(std::memory_order_relaxed);
+  out->worker.tasks = submitter_->workerTasks();
   for (const auto& p : pollers_) {
     const auto& c = p->counters();
     out->worker.slices_posted += c.slices_posted.load(std::memory_order_relaxed);

@@ -6,8 +6,8 @@
 //   local memory  registered buffers and the local descriptor
 //   segments      the segment table (records, endpoint slots) the datapath reads
 //   control plane the event-loop thread: listener, sessions, endpoint lifecycles
-// Setup lives in rdma_transport.cc, submission and status in
-// rdma_transport_datapath.cc.
+//   submitter     the datapath's request API: submit, status, cancel (it forwards)
+// Setup lives in rdma_transport.cc.
 #pragma once
 
 #include <atomic>
@@ -22,6 +22,7 @@
 #include "datapath/datapath_context.h"
 #include "datapath/direct_path.h"
 #include "datapath/slice_poller.h"
+#include "datapath/submitter.h"
 #include "fabric/fabric.h"
 #include "lcore/runtime.h"
 #include "model/control_requests.h"
@@ -58,10 +59,9 @@ class RdmaTransport {
   Result<SegmentId> openSegment(const std::string& name) { return control_->openSegment(name); }
   Status closeSegment(SegmentId id) { return control_->closeSegment(id); }
   Result<std::vector<SegmentBufferInfo>> segmentBuffers(SegmentId id);
-  Status cancel(RdmaTask& task) noexcept;
   // The task's caller will not poll it any more (its batch was freed while WRs were
-  // in flight): its direct lanes are reaped by the rail pollers.
-  void abandon(RdmaTask& task) noexcept;
+  // in flight): its direct lanes are reaped by the rail pollers (Submitter::abandon).
+  void abandon(RdmaTask& task) noexcept { submitter_->abandon(task); }
   void fillStats(EngineStats* out) const;
 
   // ---- notifications (rdma_transport_notify*.cc) ----
@@ -81,19 +81,19 @@ class RdmaTransport {
   notify::Counters& notifyCounters() noexcept { return notify_counters_; }
   const notify::Inbox& inbox() const noexcept { return *inbox_; }
 
-  // ---- datapath (caller threads) ----
-  // Validates every request first (nothing is submitted when one is invalid), then
-  // routes each: the direct path for latency-sensitive ones when it accepts, else slices
-  // on the pollers. `tasks[i]` (contiguous) receives request i. Never waits on the
-  // network: a peer that is down or backing off fails the call at once.
+  // ---- datapath (caller threads): the Submitter's (datapath/submitter.h) ----
   Status submitTransferTasks(std::span<const Request> requests, RdmaTask* tasks,
-                             uint64_t device_mask = ~0ull) noexcept;
-  // Drives direct completions of a pending direct task, then reads its status.
-  TransferStatus getTransferStatus(RdmaTask& task) noexcept;
-  // The one way to get an endpoint: a ready one, or nullptr after asking the control
-  // plane to connect. Never blocks.
+                             uint64_t device_mask = ~0ull) noexcept {
+    return submitter_->submitTransferTasks(requests, tasks, device_mask);
+  }
+  TransferStatus getTransferStatus(RdmaTask& task) noexcept {
+    return submitter_->getTransferStatus(task);
+  }
+  Status cancel(RdmaTask& task) noexcept { return submitter_->cancel(task); }
   RdmaEndPoint* getEndpointForContextIndex(uint32_t context, SegmentId segment,
-                                           uint32_t peer_device) noexcept;
+                                           uint32_t peer_device) noexcept {
+    return submitter_->getEndpointForContextIndex(context, segment, peer_device);
+  }
 
   // ---- shared with tests and tools ----
   const config::Config& config() const noexcept { return *config_; }
@@ -123,11 +123,6 @@ class RdmaTransport {
   Status attachPollers();
   void detachPollers();
 
-  Status resolveRequest(const Request& req, size_t index, RdmaTask& task,
-                        const LocalTableView& local, uint64_t device_mask) noexcept;
-  Status submitWorker(RdmaTask& task, uint64_t now) noexcept;
-  bool enqueueSlice(RdmaTask& task, RdmaSlice* slice) noexcept;
-
   std::shared_ptr<const config::Config> config_;
   fabric::Provider& provider_;
   const topology::RailMap& rails_;
@@ -142,10 +137,10 @@ class RdmaTransport {
   std::unique_ptr<DatapathContext> datapath_;
   std::unique_ptr<DirectPath> direct_;
   std::unique_ptr<LocalMemory> local_;
+  std::unique_ptr<Submitter> submitter_;
   notify::Counters notify_counters_;
   std::unique_ptr<notify::Inbox> inbox_;  // outlives the control plane's endpoints
   std::unique_ptr<control::ControlPlane> control_;
-  std::atomic<uint64_t> worker_tasks_{0};
 };
 
 }  // namespace tent::rdma

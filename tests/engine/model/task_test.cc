@@ -108,6 +108,39 @@ TEST(SlicePool, AllocatesEverySliceOnceAndRecycles) {
   EXPECT_NE(pool.allocate(), nullptr);
 }
 
+// A slice leaves the pool kAllocated, is initialised once for its task, and returns
+// kFree: a plan that declined gives back slices it never handed on.
+TEST(SliceState, AllocatedSlicesAreInitialisedOnceAndReturnFree) {
+  SlicePool pool(8);
+  EXPECT_EQ(pool.countIn(SliceState::kFree), 8u);
+  RdmaTask t;
+  Request r = ofLength(3000);
+  r.opcode = OpCode::READ;
+  r.source = reinterpret_cast<void*>(0x10000);
+  r.target_offset = 0x20000;
+  r.target_id = 7;
+  t.reset(r, 1);
+  RdmaSlice* s = pool.allocate();
+  ASSERT_NE(s, nullptr);
+  EXPECT_EQ(s->state, SliceState::kAllocated);
+  s->retries = 3;  // left over from an earlier life: init() forgets it
+  s->init(t, 1000, 2000, 5, 42);
+  EXPECT_EQ(s->state, SliceState::kAllocated);
+  EXPECT_EQ(s->task, &t);
+  EXPECT_EQ(s->source_addr, 0x10000u + 1000);
+  EXPECT_EQ(s->target_addr, 0x20000u + 1000);
+  EXPECT_EQ(s->length, 2000u);
+  EXPECT_EQ(s->opcode, fabric::WrOpcode::kRdmaRead);
+  EXPECT_EQ(s->segment, 7u);
+  EXPECT_EQ(s->retries, 0u);
+  EXPECT_EQ(s->rr_hint, 5u);
+  EXPECT_EQ(s->enqueue_ns, 42u);
+  EXPECT_EQ(pool.countIn(SliceState::kAllocated), 1u);
+  pool.release(s);
+  EXPECT_EQ(pool.countIn(SliceState::kFree), 8u);
+  EXPECT_EQ(toString(SliceState::kPostedDirect), "posted-direct");
+}
+
 TEST(SlicePool, ConcurrentAllocateReleaseNeverDuplicates) {
   SlicePool pool(64);
   std::atomic<int> holders[64] = {};

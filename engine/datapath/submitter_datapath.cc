@@ -1,15 +1,15 @@
-// Submission, routing and status: runs on caller threads. No allocation and no
-// blocking; nothing here waits on the network. A request to a peer that is down or
-// backing off fails at once; a target range missing from the cached descriptor fails
-// at once and asks the control plane to refetch it.
+// The submitter's hot path, on caller threads: resolution, routing, status and
+// cancel. No allocation and no blocking; nothing here waits on the network. A request
+// to a peer that is down or backing off fails at once; a target range missing from
+// the cached descriptor fails at once and asks the control plane to refetch it.
+#include <cstdio>
+#include <string>
 #include <thread>
 
 #include "base/clock.h"
 #include "base/ebr.h"
-#include "transport/rdma_transport.h"
+#include "datapath/submitter.h"
 #include "model/slicing.h"
-#include "tent/log.h"
-#include "transport/rdma_transport.h"
 
 namespace tent::rdma {
 
@@ -33,8 +33,8 @@ thread_local uint32_t tls_rr = 0;
 
 }  // namespace
 
-Status RdmaTransport::resolveRequest(const Request& req, size_t index, RdmaTask& task,
-                                     const LocalTableView& local, uint64_t device_mask) noexcept {
+Status Submitter::resolveRequest(const Request& req, size_t index, RdmaTask& task,
+                                 const LocalTableView& local, uint64_t device_mask) noexcept {
   // Messages are built only on failure: the accepted path allocates nothing.
   // datapath-lint: allow(allocation) called on error returns only
   auto where = [index] { return "request " + std::to_string(index) + ": "; };
@@ -46,7 +46,7 @@ Status RdmaTransport::resolveRequest(const Request& req, size_t index, RdmaTask&
   if (!lb)
     return Status::InvalidArgument(where() + "source " + hexRange(req.source, req.length) +
                                    " is not inside registered local memory");
-  SegmentRecord* rec = segments_->find(req.target_id);
+  SegmentRecord* rec = datapath_.segments().find(req.target_id);
   if (!rec)
     return Status::NotFound(where() + "segment " + std::to_string(req.target_id) + " is not open");
   auto peer = rec->peer();
@@ -61,7 +61,7 @@ Status RdmaTransport::resolveRequest(const Request& req, size_t index, RdmaTask&
   }
   const auto* tb = peer->descriptor.findBuffer(req.target_offset, req.length);
   if (!tb) {
-    requests_->queueRefresh(req.target_id);  // the peer may have registered more since
+    requests_.queueRefresh(req.target_id);  // the peer may have registered more since
     return Status::OutOfRange(where() + "target " +
                               hexRange(reinterpret_cast<void*>(req.target_offset), req.length) +
                               " is not inside the peer's registered memory");
@@ -82,13 +82,14 @@ Status RdmaTransport::resolveRequest(const Request& req, size_t index, RdmaTask&
   // Every slice is one WR of at most the max message size: refuse what cannot be cut
   // into slices this engine can hold (never truncate).
   const uint64_t slices =
-      sliceCount(req.length, config_->workers.block_size, datapath_->maxWrBytes());
-  if (slices > slice_pool_->capacity())
+      sliceCount(req.length, config_.workers.block_size, datapath_.maxWrBytes());
+  if (slices > datapath_.slicePool().capacity())
     return Status::InvalidArgument(
         where() + "length " + std::to_string(req.length) + " needs " + std::to_string(slices) +
         " slices of at most " +
-        std::to_string(std::min(config_->workers.block_size, datapath_->maxWrBytes())) +
-        " bytes, more than workers.slice_pool (" + std::to_string(slice_pool_->capacity()) + ")");
+        std::to_string(std::min(config_.workers.block_size, datapath_.maxWrBytes())) +
+        " bytes, more than workers.slice_pool (" +
+        std::to_string(datapath_.slicePool().capacity()) + ")");
   // Last, once nothing else can refuse the request: the task uses the buffer until it
   // ends, and an unregistration that got there first makes the pin fail.
   if (!lb->use.pin())
@@ -103,38 +104,31 @@ Status RdmaTransport::resolveRequest(const Request& req, size_t index, RdmaTask&
   task.peer = std::move(peer);
   task.location = location;
   task.device_mask = device_mask & lb->device_mask;  // GPU memory: NICs that reach its GPU
-  task.latency_sensitive = direct_->wantsDirect(req);
-  task.priority_lane = task.latency_sensitive && datapath_->priorityLane();
+  const DirectDecline admission = direct_.admission(req);
+  task.direct_admission = static_cast<uint8_t>(admission);
+  task.latency_sensitive = admission != DirectDecline::kNotLatencySensitive;
+  task.priority_lane = task.latency_sensitive && datapath_.priorityLane();
+  task.record = rec;
   return Status::OK();
 }
 
-Status RdmaTransport::submitTransferTasks(std::span<const Request> requests, RdmaTask* tasks,
-                                          uint64_t device_mask) noexcept {
+Status Submitter::submitTransferTasks(std::span<const Request> requests, RdmaTask* tasks,
+                                      uint64_t device_mask) noexcept {
   ebr::ReadSection section;
-  const LocalTableView& local = *local_->view();  // held by this read section
+  const LocalTableView& local = *local_.view();  // held by this read section
   for (size_t i = 0; i < requests.size(); ++i) {
     tasks[i].request = requests[i];
     Status s = resolveRequest(requests[i], i, tasks[i], local, device_mask);
     if (!s.ok()) {
       releaseSources(tasks, i);  // nothing of the call runs
+      for (size_t k = 0; k < i; ++k) tasks[k].record = nullptr;
       return s;
     }
   }
   size_t starved = 0;
   for (size_t i = 0; i < requests.size(); ++i) {
-    RdmaTask& task = tasks[i];
-    // Each task's own submit time: a late request in a long batch is judged by it,
-    // on the deadline's own clock (steady_clock; the engine clock is for durations).
-    const uint64_t now = clock::engineNowNs();
-    if (task.request.deadline_ns != 0 && task.request.deadline_ns <= steadyNowNs()) {
-      // Already late: not started (nothing posted, no byte moved), TIMEOUT at once.
-      task.endUnstarted(TransferState::TIMEOUT);
-      datapath_->completions().countExpiredAtSubmit();
-      continue;
-    }
-    if (task.latency_sensitive && direct_->trySubmitDirect(task, now) == DirectDecline::kAccepted)
-      continue;
-    if (!submitWorker(task, now).ok()) ++starved;
+    if (!routeTask(tasks[i])) ++starved;
+    tasks[i].record = nullptr;  // this read section's, not the task's
   }
   if (starved)
     return Status::ResourceExhausted(std::to_string(starved) +
@@ -142,17 +136,37 @@ Status RdmaTransport::submitTransferTasks(std::span<const Request> requests, Rdm
   return Status::OK();
 }
 
-Status RdmaTransport::submitWorker(RdmaTask& task, uint64_t now) noexcept {
+bool Submitter::routeTask(RdmaTask& task) noexcept {
+  // Each task's own submit time: a late request in a long batch is judged by it,
+  // on the deadline's own clock (steady_clock; the engine clock is for durations).
+  const uint64_t now = clock::engineNowNs();
+  if (task.request.deadline_ns != 0 && task.request.deadline_ns <= steadyNowNs()) {
+    // Already late: not started (nothing posted, no byte moved), TIMEOUT at once.
+    task.endUnstarted(TransferState::TIMEOUT);
+    datapath_.completions().countExpiredAtSubmit();
+    return true;
+  }
+  datapath_.placeTask(task, now);  // the one device placement of the request
+  const auto admission = static_cast<DirectDecline>(task.direct_admission);
+  if (admission == DirectDecline::kAccepted) {
+    if (direct_.trySubmitDirect(task, now) == DirectDecline::kAccepted) return true;
+  } else if (task.latency_sensitive) {
+    direct_.countDecline(admission);  // declined by direct.mode or direct.max_bytes
+  }
+  return submitWorker(task, now).ok();
+}
+
+Status Submitter::submitWorker(RdmaTask& task, uint64_t now) noexcept {
   const Request& req = task.request;
-  const uint64_t block = config_->workers.block_size;
-  const uint64_t max_wr = datapath_->maxWrBytes();
+  const uint64_t block = config_.workers.block_size;
+  const uint64_t max_wr = datapath_.maxWrBytes();
   const uint64_t count = sliceCount(req.length, block, max_wr);  // <= slice pool (resolve)
   task.reset(req, static_cast<uint32_t>(count));
   worker_tasks_.fetch_add(1, std::memory_order_relaxed);
   const uint32_t rr = tls_rr++;
   bool starved = false;
   for (uint64_t k = 0; k < count; ++k) {
-    RdmaSlice* s = starved ? nullptr : slice_pool_->allocate();
+    RdmaSlice* s = starved ? nullptr : datapath_.slicePool().allocate();
     if (!s) {  // account the slices we cannot carry: the task fails, nothing leaks
       starved = true;
       updateSliceStatus(task, 0, SliceResult::kFailed);
@@ -160,21 +174,9 @@ Status RdmaTransport::submitWorker(RdmaTask& task, uint64_t now) noexcept {
     }
     uint64_t off = 0, len = 0;
     sliceRange(req.length, block, k, &off, &len, max_wr);
-    s->task = &task;
-    s->source_addr = reinterpret_cast<uint64_t>(req.source) + off;
-    s->target_addr = req.target_offset + off;
-    s->length = len;  // <= max_wr: one WR
-    s->opcode =
-        req.opcode == OpCode::READ ? fabric::WrOpcode::kRdmaRead : fabric::WrOpcode::kRdmaWrite;
-    s->segment = req.target_id;
-    s->retries = 0;
-    s->rr_hint = static_cast<uint16_t>(rr + k);
-    s->direct = false;
-    s->timed_out = false;
-    s->endpoint = nullptr;
-    s->enqueue_ns = now;
-    if (!datapath_->routeSlice(*s, now)) {
-      datapath_->finishSlice(s, SliceResult::kFailed);
+    s->init(task, off, len, static_cast<uint16_t>(rr + k), now);  // len <= max_wr: one WR
+    if (!datapath_.placeSlice(*s)) {
+      datapath_.finishSlice(s, SliceResult::kFailed);
       continue;
     }
     if (!enqueueSlice(task, s)) starved = true;
@@ -182,12 +184,13 @@ Status RdmaTransport::submitWorker(RdmaTask& task, uint64_t now) noexcept {
   return starved ? Status::ResourceExhausted("starved") : Status::OK();
 }
 
-bool RdmaTransport::enqueueSlice(RdmaTask& task, RdmaSlice* s) noexcept {
+bool Submitter::enqueueSlice(RdmaTask& task, RdmaSlice* s) noexcept {
   // Rings full: the pollers are draining them; wait a bounded time (backpressure).
   const uint64_t give_up = clock::engineNowNs() + 1000000000ull;
-  while (!datapath_->enqueue(task, s)) {
-    if (runtime_->manual() || clock::engineNowNs() > give_up || !datapath_->pollerFor(task, *s)) {
-      datapath_->finishSlice(s, SliceResult::kFailed);
+  while (!datapath_.enqueue(task, s, task.record)) {
+    if (manual_lcores_ || clock::engineNowNs() > give_up ||
+        !datapath_.pollerFor(task, *s, task.record)) {
+      datapath_.finishSlice(s, SliceResult::kFailed);
       return false;
     }
     // The caller's own submit waits (bounded) for room on a local ring, never on the
@@ -197,13 +200,13 @@ bool RdmaTransport::enqueueSlice(RdmaTask& task, RdmaSlice* s) noexcept {
   return true;
 }
 
-TransferStatus RdmaTransport::getTransferStatus(RdmaTask& task) noexcept {
+TransferStatus Submitter::getTransferStatus(RdmaTask& task) noexcept {
   // A direct task with WRs still posted (pending, or canceled and draining) is
   // driven by its caller: poll its contexts' direct CQs.
   if (task.direct.load(std::memory_order_acquire) &&
       task.slices_left.load(std::memory_order_acquire) != 0) {
     ebr::ReadSection section;
-    direct_->pollTask(task);
+    direct_.pollTask(task);
   }
   TransferStatus st;
   st.state = task.loadState();
@@ -211,7 +214,7 @@ TransferStatus RdmaTransport::getTransferStatus(RdmaTask& task) noexcept {
   return st;
 }
 
-Status RdmaTransport::cancel(RdmaTask& task) noexcept {
+Status Submitter::cancel(RdmaTask& task) noexcept {
   // Terminal means drained: CANCELED is published by the task's last slice, once no
   // WR of it can touch the caller's memory. Slices not posted yet are dropped; posted
   // WRs drain through normal completion (their bytes count).
@@ -220,22 +223,22 @@ Status RdmaTransport::cancel(RdmaTask& task) noexcept {
   task.recordError(TransferState::CANCELED);
   if (task.direct.load(std::memory_order_acquire)) {
     ebr::ReadSection section;
-    direct_->abandon(task);  // the rail poller reaps it if its caller stops polling
-    direct_->pollTask(task);
+    direct_.abandon(task);  // the rail poller reaps it if its caller stops polling
+    direct_.pollTask(task);
   }
   return Status::OK();
 }
 
-void RdmaTransport::abandon(RdmaTask& task) noexcept {
+void Submitter::abandon(RdmaTask& task) noexcept {
   if (!task.referenced() || !task.direct.load(std::memory_order_acquire)) return;
   ebr::ReadSection section;
-  direct_->abandon(task);
+  direct_.abandon(task);
 }
 
-RdmaEndPoint* RdmaTransport::getEndpointForContextIndex(uint32_t context, SegmentId segment,
-                                                        uint32_t peer_device) noexcept {
+RdmaEndPoint* Submitter::getEndpointForContextIndex(uint32_t context, SegmentId segment,
+                                                    uint32_t peer_device) noexcept {
   ebr::ReadSection section;
-  return direct_->getEndpointForContextIndex(context, segment, peer_device, clock::engineNowNs());
+  return direct_.getEndpointForContextIndex(context, segment, peer_device, clock::engineNowNs());
 }
 
 }  // namespace tent::rdma
