@@ -17,7 +17,8 @@
 // `rx_owner`: the service thread (kRxService) or a poller (kRxCaller). A poller only
 // tries (one compare-exchange; the loser leaves the QP alone); the service thread takes
 // it for every path that touches that state (RxOwner), waiting out a poller's turn,
-// which is a bounded run of non-blocking calls (as the CQ producer waits for a cell). A
+// which is a bounded run of non-blocking calls (as the CQ producer waits for a cell);
+// while it waits (`rx_wanted`) pollers start no new turn on that QP, so it cannot starve. A
 // poller sees the connection only through `rx_conn`, set and cleared by the service
 // thread while it owns the receive side, so a closed connection is never touched. What
 // a poller's turn cannot finish (end of stream, a protocol break, an error completion,
@@ -217,6 +218,9 @@ struct QpCore {
   // compare-exchange or leaves the QP alone; the service thread waits for it (RxOwner).
   static constexpr uint32_t kRxFree = 0, kRxCaller = 1, kRxService = 2;
   std::atomic<uint32_t> rx_owner{kRxFree};
+  // The service thread waits for the receive side: pollers take no new turn on the QP
+  // until it had it (a poller polling in a tight loop would otherwise starve it).
+  std::atomic<bool> rx_wanted{false};
   // The open connection, for pollers: set (openStream) and cleared (closeConn) by the
   // service thread while it owns the receive side. Read by pollers only while they own it.
   std::atomic<Conn*> rx_conn{nullptr};

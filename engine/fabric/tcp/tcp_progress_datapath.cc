@@ -59,7 +59,8 @@ bool ServiceLoop::callerTurn(QpCore& q) noexcept {
   // is room, not when the service thread gets EPOLLOUT (nothing queued: no syscall).
   RxResult r = kickTx(q) == TxResult::kFault ? RxResult::kTxFault : RxResult::kAgain;
   uint32_t free = QpCore::kRxFree;
-  if (!q.rx_owner.compare_exchange_strong(free, QpCore::kRxCaller, std::memory_order_acquire,
+  if (q.rx_wanted.load(std::memory_order_seq_cst) ||
+      !q.rx_owner.compare_exchange_strong(free, QpCore::kRxCaller, std::memory_order_acquire,
                                           std::memory_order_relaxed)) {
     if (r != RxResult::kAgain) wake();  // processQp acts on tx_stop / tx_abort
     return false;  // the service thread or another poller has it: leave it alone

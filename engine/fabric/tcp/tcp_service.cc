@@ -86,12 +86,15 @@ ServiceLoop::RxOwner::RxOwner(QpCore& q) noexcept : q_(q) {
                                          std::memory_order_relaxed)) {
       break;
     }
+    // Pollers start no new turn on this QP until we had it.
+    if (spins == 0) q.rx_wanted.store(true, std::memory_order_seq_cst);
     if (++spins < kSpinsBeforeYield) {
       cpuRelax();
     } else {
       sched_yield();
     }
   }
+  if (spins != 0) q.rx_wanted.store(false, std::memory_order_relaxed);
   took_ = true;
 }
 
