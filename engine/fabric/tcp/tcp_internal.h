@@ -320,6 +320,7 @@ struct DeviceState {
   std::string listen_text;  // "127.0.0.1:41234", for messages and linkModel()
   uint64_t retry_budget_ns = 0;
   uint32_t retry_budget_ms = 0;
+  bool caller_progress = false;  // fabric.tcp.caller_progress: QPs join their CQ's progress list
   MrTable mrs;
   std::shared_ptr<QpWords> qp_words = std::make_shared<QpWords>();
   std::shared_ptr<QpWords> recv_words = std::make_shared<QpWords>();

@@ -54,7 +54,7 @@ void CqCore::removeProgress(QpCore* qp) {
 
 TcpQp::TcpQp(std::shared_ptr<QpCore> core) : q_(std::move(core)) {
   q_->dev->loop->attach(q_);
-  q_->cq->addProgress(q_.get());
+  if (q_->dev->caller_progress) q_->cq->addProgress(q_.get());
 }
 
 TcpQp::~TcpQp() {

@@ -1,5 +1,6 @@
-// tcp provider: caller-side progress. A poller that finds its CQ empty reads its QPs'
-// sockets itself (docs/fabric.md, "Caller-side progress"), so:
+// tcp provider: caller-side progress (fabric.tcp.caller_progress: true). A poller that
+// finds its CQ empty reads its QPs' sockets itself (docs/fabric.md, "Caller-side
+// progress"), so:
 //  - with the initiator's service thread frozen (stopped in a signal handler while it
 //    sleeps in epoll_wait, holding nothing), a WRITE and a READ still complete through
 //    the poller alone, bytes verified - the outcome does not depend on scheduling: no
@@ -68,13 +69,15 @@ void freezeHandler(int) {
 class TcpCallerProgressTest : public ::testing::Test {
  protected:
   void SetUp() override {
+    auto cfg = testConfig();
+    cfg.caller_progress = true;  // off by default
     const std::set<int> before = threadIds();
-    pa_ = makeProvider();
+    pa_ = makeProvider(cfg);
     ASSERT_NE(pa_, nullptr);
     for (int tid : threadIds()) {
       if (!before.count(tid)) a_threads_.push_back(tid);
     }
-    pb_ = makeProvider();
+    pb_ = makeProvider(cfg);
     ASSERT_NE(pb_, nullptr);
     a_ = &pa_->device(0);
     b_ = &pb_->device(0);
