@@ -179,6 +179,10 @@ struct TcpFabricConfig {
   // of this many bytes each.
   uint32_t gpu_staging_buffers = 8;
   uint64_t gpu_staging_buffer_bytes = uint64_t{1} << 20;
+  // A poll that finds a tcp CQ empty reads its QPs' sockets itself (caller-side
+  // progress, docs/fabric.md). Off by default: on a loaded host it lengthened the direct
+  // lane's tail in the measurements so far (docs/perf/tcp.md).
+  bool caller_progress = false;
 
   bool operator==(const TcpFabricConfig&) const = default;
 };

@@ -321,6 +321,7 @@ void readTcp(MapReader& m, TcpFabricConfig* t) {
   m.byteSize("max_message_bytes", &t->max_message_bytes, 4096, int64_t{1} << 31);
   m.integer("gpu_staging_buffers", &t->gpu_staging_buffers, 1, 1024);
   m.byteSize("gpu_staging_buffer_bytes", &t->gpu_staging_buffer_bytes, 4096, int64_t{1} << 30);
+  m.boolean("caller_progress", &t->caller_progress);
 }
 
 void readFabric(MapReader& m, FabricConfig* f) {

@@ -31,6 +31,21 @@ TEST(ConfigSizes, TheSharedTableThroughWorkersBlockSize) {
   }
 }
 
+// Not a size, but the tcp section's one switch: off unless asked for, and it reaches
+// the fabric config.
+TEST(ConfigSizes, TcpCallerProgressIsOffByDefaultAndParsed) {
+  auto d = loadString("fabric: {tcp: {retry_budget_ms: 4000}}\n", "t.yaml");
+  ASSERT_TRUE(d.ok()) << d.status().toString();
+  EXPECT_FALSE((*d)->fabric.tcp.caller_progress);
+  auto c = loadString("fabric: {tcp: {caller_progress: true}}\n", "t.yaml");
+  ASSERT_TRUE(c.ok()) << c.status().toString();
+  EXPECT_TRUE((*c)->fabric.tcp.caller_progress);
+  auto bad = loadString("fabric: {tcp: {caller_progress: 3}}\n", "t.yaml");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("caller_progress"), std::string::npos)
+      << bad.status().toString();
+}
+
 TEST(ConfigSizes, UnquotedAndEveryByteKey) {
   auto c = loadString(R"(workers: {block_size: 256k}
 direct: {max_bytes: 1MiB}

@@ -66,6 +66,11 @@ void ServiceLoop::closeConn(Conn* c) {
   }
   if (c->qp != nullptr) {
     QpCore& q = *c->qp;
+    // After this no poller reaches the stream (rx_conn is cleared while we own it).
+    RxOwner own(q);
+    if (q.rx_conn.load(std::memory_order_relaxed) == c) {
+      q.rx_conn.store(nullptr, std::memory_order_relaxed);
+    }
     q.established.store(false, std::memory_order_seq_cst);
     // A sender inside sendmsg on this fd finishes its one call first; after this no
     // sender touches the fd (established is false).
@@ -338,6 +343,11 @@ void ServiceLoop::openStream(Conn* c, uint32_t peer_max_send_wr) {
     }
     q.fd.store(c->fd, std::memory_order_release);
     q.established.store(true, std::memory_order_seq_cst);
+  }
+  {
+    // Pollers may read the stream from now on (caller-side progress).
+    RxOwner own(q);
+    q.rx_conn.store(c, std::memory_order_release);
   }
   if (kickTx(q) == TxResult::kFault) processQp(q);
 }

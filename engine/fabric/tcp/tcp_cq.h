@@ -15,10 +15,13 @@
 #include <bit>
 #include <cstdint>
 #include <memory>
+#include <mutex>
 
 #include "fabric/fabric.h"
 
 namespace tent::fabric::tcp {
+
+struct QpCore;
 
 inline constexpr uint32_t kQpSlotBits = 14;
 inline constexpr uint32_t kMaxQps = 1u << kQpSlotBits;                // QPs per tcp device
@@ -72,6 +75,18 @@ class CqCore {
   bool claim(Claim* out) noexcept;
   void handBack(const Claim& claim) noexcept;
 
+  // Caller-side progress (docs/fabric.md, "tcp provider"): a poll that finds the ring
+  // empty gives a turn to the receive side of the QPs whose send CQ this is and that
+  // have WRs outstanding (at most kProgressTurns per poll, starting at a rotating
+  // place), then looks again. The list is read without a lock; a QP leaves it before
+  // it is freed: removeProgress() unlinks it and waits until every poll that could have
+  // seen it left progress() (two reader counts by epoch parity: a poll that starts after
+  // the unlink counts in the other one, so the wait ends).
+  static constexpr int kProgressTurns = 2;
+  void addProgress(QpCore* qp);     // control path: the QP's creation (tcp_qp.cc)
+  void removeProgress(QpCore* qp);  // control path: before the QP is freed
+  bool progress() noexcept;         // a poll that found nothing (tcp_progress_datapath.cc)
+
   // CQ admission (control path): the send-queue entries of the QPs attached, plus the
   // completions of destroyed QPs not yet polled. Decremented by poll() for the latter.
   std::atomic<uint64_t> reserved{0};
@@ -82,6 +97,7 @@ class CqCore {
     Cqe data;
   };
   bool retire(const Cqe& c) noexcept;  // false: its QP is gone (a stale completion)
+  int drain(WorkCompletion* wc, int max) noexcept;
   // push(): the cell a poller took an entry from and has not yet given back.
   void waitForCell(const Cell& cell, uint64_t pos) noexcept;
 
@@ -93,6 +109,13 @@ class CqCore {
   alignas(64) std::atomic<uint64_t> enqueue_{0};
   alignas(64) std::atomic<uint64_t> dequeue_{0};
   alignas(64) std::atomic<bool> overflowed_{false};
+
+  std::mutex progress_mu_;  // writers of the list (control path)
+  std::atomic<QpCore*> progress_head_{nullptr};
+  std::atomic<uint32_t> progress_count_{0};
+  alignas(64) std::atomic<uint64_t> progress_epoch_{0};
+  std::atomic<uint32_t> progress_inside_[2] = {};
+  std::atomic<uint32_t> progress_cursor_{0};
 };
 
 class TcpCq final : public CompletionQueue {

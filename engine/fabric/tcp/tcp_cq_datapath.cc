@@ -101,6 +101,14 @@ bool CqCore::retire(const Cqe& c) noexcept {
 
 int CqCore::poll(WorkCompletion* wc, int max) noexcept {
   if (overflowed_.load(std::memory_order_acquire)) return -1;
+  int n = drain(wc, max);
+  // Nothing yet: move the bytes of this CQ's QPs ourselves (caller-side progress) rather
+  // than wait for the service thread to be scheduled, and look again.
+  if (n == 0 && max > 0 && progress()) n = drain(wc, max);
+  return n;
+}
+
+int CqCore::drain(WorkCompletion* wc, int max) noexcept {
   int n = 0;
   Claim c;
   while (n < max && claim(&c)) {

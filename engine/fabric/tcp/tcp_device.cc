@@ -85,6 +85,7 @@ Result<std::shared_ptr<DeviceState>> openDevice(const config::TcpDevice& spec, u
   s->retry_budget_ms = config.retry_budget_ms;
   s->retry_budget_ns = uint64_t{config.retry_budget_ms} * 1'000'000;
   s->staging_buffers = config.gpu_staging_buffers;
+  s->caller_progress = config.caller_progress;
   s->staging_buffer_bytes = config.gpu_staging_buffer_bytes;
   s->qp_generation.assign(kMaxQps, 0);
   for (uint32_t i = 0; i < kMaxQps; ++i) s->free_qps.push_back(i);

@@ -7,7 +7,25 @@
 //       the peer's requests (places WRITE payloads, sends READ payloads), matches
 //       responses to WRs, pushes completions in order, continues sends a full socket
 //       buffer cut short, and fails WRs of silent peers after the retry budget;
-//   pollers (any threads)                      pop completions from the CQ ring.
+//   pollers (any threads)                      pop completions from the CQ ring; a poll
+//       that finds it empty progresses the CQ's QPs with WRs outstanding itself
+//       (caller-side progress, tcp_progress_datapath.cc): one non-blocking turn of the
+//       QP's receive side, so a round trip need not wait for the service thread.
+//
+// The receive side of a QP (its Conn's receive state machine, `done`, `error_seen`, the
+// WR slots' outcomes, `rq_taken`, the responses it queues) has one owner at a time,
+// `rx_owner`: the service thread (kRxService) or a poller (kRxCaller). A poller only
+// tries (one compare-exchange; the loser leaves the QP alone); the service thread takes
+// it for every path that touches that state (RxOwner), waiting out a poller's turn,
+// which is a bounded run of non-blocking calls (as the CQ producer waits for a cell);
+// while it waits (`rx_wanted`) pollers start no new turn on that QP, so it cannot starve. A
+// poller sees the connection only through `rx_conn`, set and cleared by the service
+// thread while it owns the receive side, so a closed connection is never touched. What
+// a poller's turn cannot finish (end of stream, a protocol break, an error completion,
+// a send-side fault, a refused payload to read past, device memory to stage) it leaves
+// in `rx_handoff` and wakes the service thread, which acts on it before anyone reads
+// that stream again; a turn that ran out of budget sets `rx_more` (the service thread
+// reads on, as after its own turn; pollers may too).
 //
 // Ownership of a QP's fields: the poster writes its WR slots up to `tail` and publishes
 // them; from then on only the service thread writes them (status, final), except
@@ -34,8 +52,11 @@
 //   the receive side never waits (it has its own staging buffer);
 //   the CQ producer waiting for a cell a poller took (tcp_cq.h)
 //       <- that poller, two statements later (the producer spins, then yields);
+//   the service thread waiting for a poller's turn on a receive side (RxOwner)
+//       <- that poller, at the end of its turn (a few non-blocking calls);
+//   a poller's hand-off (rx_handoff) <- it writes the eventfd after handing off;
 //   posters on ENOMEM and pollers on an empty CQ: the caller's own loop; completions
-//       come from the service thread, woken as above.
+//       come from the service thread, woken as above, or from the poller's own turn.
 #pragma once
 
 #include <sys/socket.h>
@@ -154,7 +175,7 @@ struct QpCore {
   std::unique_ptr<RecvSlot[]> rq;
   std::atomic<bool> recv_posting{false};
   std::atomic<uint64_t> rq_posted{0};
-  uint64_t rq_taken = 0;  // service thread
+  uint64_t rq_taken = 0;  // whoever owns the receive side (rx_owner)
   uint32_t rqReleased() const noexcept;
 
   // The poster.
@@ -181,7 +202,7 @@ struct QpCore {
   // kicks it when one is given back.
   std::atomic<bool> staging_wait{false};
 
-  // Responses: entries and rsp_tail written by the service thread, rsp_sent by the tx.
+  // Responses: entries and rsp_tail written by the receive side's owner, rsp_sent by the tx.
   std::unique_ptr<Response[]> rsp;
   uint64_t rsp_mask = 0;
   std::atomic<uint64_t> rsp_tail{0};
@@ -193,17 +214,38 @@ struct QpCore {
   // modifyToError: every WR not yet completed is flushed.
   std::atomic<bool> flush_requested{false};
 
-  // Service thread only.
+  // The receive side's owner (the head comment): a poller takes it with one
+  // compare-exchange or leaves the QP alone; the service thread waits for it (RxOwner).
+  static constexpr uint32_t kRxFree = 0, kRxCaller = 1, kRxService = 2;
+  std::atomic<uint32_t> rx_owner{kRxFree};
+  // The service thread waits for the receive side: pollers take no new turn on the QP
+  // until it had it (a poller polling in a tight loop would otherwise starve it).
+  std::atomic<bool> rx_wanted{false};
+  // The open connection, for pollers: set (openStream) and cleared (closeConn) by the
+  // service thread while it owns the receive side. Read by pollers only while they own it.
+  std::atomic<Conn*> rx_conn{nullptr};
+  // What a poller's turn left for the service thread (ServiceLoop::RxResult; 0: nothing).
+  std::atomic<uint8_t> rx_handoff{0};
+  // A poller's turn ran out of budget with bytes left: the service thread reads on
+  // (pollers may too; unlike rx_handoff this does not stop them).
+  std::atomic<bool> rx_more{false};
+  // `done` as pollers and the sleeping check may read it without owning the receive side.
+  std::atomic<uint64_t> done_pub{0};
+  // The send CQ's list of QPs that its pollers progress (CqCore::addProgress).
+  std::atomic<QpCore*> progress_next{nullptr};
+
+  // Whoever owns the receive side (rx_owner).
   uint64_t done = 0;  // WRs below are completed (their CQE pushed, or unsignaled successes)
   bool error_seen = false;
+  // Service thread only.
   bool watched = false;        // had WRs outstanding (or a connection in set-up) at the last tick
   uint64_t seen_progress = 0;  // bytes moved and WRs completed, at the last tick
   uint64_t progress_ns = 0;    // when that last changed
   Role role = Role::kUnset;
   QpRemote remote;
   Conn* conn = nullptr;
-  // The traffic class for the connection's socket (IP_TOS / IPV6_TCLASS): the hook for
-  // per-lane wire priority; 0 = the system default, nothing set.
+  // The traffic class for the connection's socket (IP_TOS / IPV6_TCLASS), from RTR's
+  // QpRemote::traffic; 0 = the system default, nothing set.
   uint8_t traffic_class = 0;
 };
 
@@ -278,6 +320,7 @@ struct DeviceState {
   std::string listen_text;  // "127.0.0.1:41234", for messages and linkModel()
   uint64_t retry_budget_ns = 0;
   uint32_t retry_budget_ms = 0;
+  bool caller_progress = false;  // fabric.tcp.caller_progress: QPs join their CQ's progress list
   MrTable mrs;
   std::shared_ptr<QpWords> qp_words = std::make_shared<QpWords>();
   std::shared_ptr<QpWords> recv_words = std::make_shared<QpWords>();
@@ -365,8 +408,11 @@ class ServiceLoop {
   void detach(std::shared_ptr<QpCore> qp);  // returns once the loop let go of the QP
 
   // Datapath: the loop looks at every QP soon (errors found at post time, a post to a
-  // lost connection, the first post after the loop went to sleep).
+  // lost connection, the first post after the loop went to sleep, a poller's hand-off).
   void wake() noexcept;
+  // A poller's turn on the receive side of `q` (caller-side progress): nothing when the
+  // service thread or another poller owns it. true when it took the turn.
+  bool callerTurn(QpCore& q) noexcept;
   bool sleeping() const noexcept { return sleeping_.load(std::memory_order_seq_cst); }
 
  private:
@@ -419,11 +465,28 @@ class ServiceLoop {
     kBroken,    // the peer broke the protocol
     kQpError,   // an error completion moved the QP to ERR: close the stream
     kTxFault,   // the send stream needs the service thread (tx_stop / tx_abort)
+    kHandOff,   // (a poller's turn) bytes the service thread reads: a refused payload
+                // (its scratch buffer) or device memory (its staging buffer)
   };
+  // The service thread's hold on a QP's receive side; re-entrant (only the service
+  // thread writes kRxService, so finding it means this thread holds it).
+  class RxOwner {
+   public:
+    explicit RxOwner(QpCore& q) noexcept;
+    ~RxOwner();
+    RxOwner(const RxOwner&) = delete;
+    RxOwner& operator=(const RxOwner&) = delete;
+
+   private:
+    QpCore& q_;
+    bool took_ = false;
+  };
+  void onRxResult(Conn* c, RxResult r);
+  void takeHandOff(QpCore& q);
   static constexpr size_t kDiscardBytes = 65536;
-  RxResult readStream(Conn& conn) noexcept;
+  RxResult readStream(Conn& conn, bool caller) noexcept;
   RxResult onHeader(Conn& conn) noexcept;
-  RxResult readPayload(Conn& conn) noexcept;
+  RxResult readPayload(Conn& conn, bool caller) noexcept;
   RxResult discardPayload(Conn& conn) noexcept;
   RxResult serveRead(Conn& conn) noexcept;
   RxResult finishWrite(Conn& conn) noexcept;
@@ -485,7 +548,7 @@ Result<SockAddr> addressOf(const PortIdentity& id);
 // Per-connection options: TCP_NODELAY, TCP_USER_TIMEOUT and keepalive from the budget,
 // non-blocking, close-on-exec.
 Status tuneSocket(int fd, uint32_t retry_budget_ms);
-// The hook for wire priority: IP_TOS / IPV6_TCLASS on the connection (0: untouched).
+// Wire priority: IP_TOS / IPV6_TCLASS on the connection (0: untouched).
 Status applyTrafficClass(int fd, int family, uint8_t traffic_class);
 // Who connects: the side whose (identity, qp_num) is lower. Both sides compute it alike.
 bool weConnect(const PortIdentity& local, uint32_t local_qp, const QpRemote& remote) noexcept;

@@ -1,5 +1,7 @@
 // The tcp provider's QP control path: creation, the RC state machine, and handing
 // the connection set-up to the service thread (modifyToRtr never blocks on the network).
+#include <sched.h>
+
 #include <bit>
 #include <string>
 
@@ -26,11 +28,38 @@ QpCore::QpCore(std::shared_ptr<DeviceState> device, std::shared_ptr<CqCore> send
       rq_mask(max_recv_wr != 0 ? std::bit_ceil(uint64_t{max_recv_wr}) - 1 : 0),
       rq(max_recv_wr != 0 ? std::make_unique<RecvSlot[]>(rq_mask + 1) : nullptr) {}
 
+void CqCore::addProgress(QpCore* qp) {
+  std::lock_guard<std::mutex> g(progress_mu_);
+  qp->progress_next.store(progress_head_.load(std::memory_order_relaxed),
+                          std::memory_order_relaxed);
+  progress_head_.store(qp, std::memory_order_release);
+  progress_count_.fetch_add(1, std::memory_order_relaxed);
+}
+
+void CqCore::removeProgress(QpCore* qp) {
+  std::lock_guard<std::mutex> g(progress_mu_);
+  std::atomic<QpCore*>* link = &progress_head_;
+  while (link->load(std::memory_order_relaxed) != qp) {
+    QpCore* at = link->load(std::memory_order_relaxed);
+    if (at == nullptr) return;  // not in the list
+    link = &at->progress_next;
+  }
+  link->store(qp->progress_next.load(std::memory_order_relaxed), std::memory_order_release);
+  progress_count_.fetch_sub(1, std::memory_order_relaxed);
+  // Polls that start from now on count in the other reader count and cannot reach
+  // `qp`; wait for those that may have (each is inside for one turn per QP at most).
+  const uint64_t old = progress_epoch_.fetch_add(1, std::memory_order_seq_cst);
+  while (progress_inside_[old & 1].load(std::memory_order_seq_cst) != 0) sched_yield();
+}
+
 TcpQp::TcpQp(std::shared_ptr<QpCore> core) : q_(std::move(core)) {
   q_->dev->loop->attach(q_);
+  if (q_->dev->caller_progress) q_->cq->addProgress(q_.get());
 }
 
 TcpQp::~TcpQp() {
+  // First out of the CQ's progress list: from then on no poller touches the QP.
+  q_->cq->removeProgress(q_.get());
   DeviceState& dev = *q_->dev;
   dev.loop->detach(q_);  // the loop closed the connection and let go of the QP
   // Completions still in the CQ are stale from now on: each hands its entry back
@@ -77,6 +106,9 @@ Status TcpQp::modifyToRtr(const QpRemote& remote) {
   }
   // Read by the service thread after it sees RTR (release below) or the command.
   q_->remote = remote;
+  // How this QP marks its connection (IP_TOS / IPV6_TCLASS), set by whichever side opens
+  // the socket before it carries a byte: requests and our responses to the peer alike.
+  q_->traffic_class = remote.traffic.traffic_class;
   q_->role = weConnect(local, q_->qp_num, remote) ? Role::kConnector : Role::kAcceptor;
   TENT_RETURN_IF_ERROR(transition(QpState::kInit, QpState::kRtr));
   TENT_DEBUG(kFabric, "tcp QP %u on %s -> %s qp %u (%s)", q_->qp_num, q_->dev->info.name.c_str(),

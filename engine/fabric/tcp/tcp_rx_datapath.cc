@@ -4,7 +4,9 @@
 // the target range, READ payloads queued for the send stream from the region itself;
 // responses to our WRs are matched in order and complete them (READ payloads received
 // straight into the WR's local buffers; device memory through the staging buffer of the
-// service thread). Headers are read together with the payload
+// service thread). A poller that finds its CQ empty runs the same code on one QP
+// (caller-side progress, ServiceLoop::callerTurn); the QP's rx_owner makes it the
+// receive side's only reader. Headers are read together with the payload
 // before them (one recvmsg: payload iovecs, then the next header), so a stream of small
 // WRITEs costs about one recvmsg per WR. No allocation, no lock; recv/recvmsg are the
 // syscalls, marked.
@@ -23,11 +25,9 @@ namespace {
 
 // Bytes one connection may consume per turn before the others get theirs.
 constexpr uint64_t kTurnBytes = uint64_t{4} << 20;
-
-// A counter only the service thread writes: no read-modify-write needed.
-void addOwned(std::atomic<uint64_t>& counter, uint64_t n) noexcept {
-  counter.store(counter.load(std::memory_order_relaxed) + n, std::memory_order_relaxed);
-}
+// A poller's turn (caller-side progress) is shorter: it is the application's or an
+// lcore's time, and what it leaves the service thread reads.
+constexpr uint64_t kCallerTurnBytes = uint64_t{256} << 10;
 }  // namespace
 
 void ServiceLoop::pushCqe(QpCore& q, uint64_t seq, const WrSlot& w) noexcept {
@@ -58,13 +58,13 @@ bool ServiceLoop::completeInOrder(QpCore& q) noexcept {
     // reuse it: read what we need first.
     const WcStatus status = w.status;
     const uint64_t length = w.length;
-    dev_.wrs.store(dev_.wrs.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
-    if (status == WcStatus::kSuccess) {
-      dev_.bytes.store(dev_.bytes.load(std::memory_order_relaxed) + length,
-                       std::memory_order_relaxed);
-    }
+    // Counted with fetch_add: a poller's turn on one QP and the service thread on
+    // another may complete at once.
+    dev_.wrs.fetch_add(1, std::memory_order_relaxed);
+    if (status == WcStatus::kSuccess) dev_.bytes.fetch_add(length, std::memory_order_relaxed);
     if (w.signaled || status != WcStatus::kSuccess) pushCqe(q, q.done, w);
     ++q.done;
+    q.done_pub.store(q.done, std::memory_order_release);
     if (status != WcStatus::kSuccess && !q.error_seen) {
       q.error_seen = true;
       q.state.store(QpState::kError, std::memory_order_seq_cst);
@@ -102,10 +102,10 @@ ServiceLoop::RxResult ServiceLoop::serveRead(Conn& c) noexcept {
   }
   const uint32_t length = st == WcStatus::kSuccess ? h.length : 0;
   if (st == WcStatus::kSuccess) {
-    dev_.bytes.store(dev_.bytes.load(std::memory_order_relaxed) + length,
-                     std::memory_order_relaxed);
-    addOwned(dev_.target_read_bytes, length);
-    addOwned(dev_.target_reads, 1);
+    // fetch_add: with caller-side progress, pollers serve other QPs of this device too.
+    dev_.bytes.fetch_add(length, std::memory_order_relaxed);
+    dev_.target_read_bytes.fetch_add(length, std::memory_order_relaxed);
+    dev_.target_reads.fetch_add(1, std::memory_order_relaxed);
   }
   if (!queueResponse(q, Opcode::kReadResp, h.seq, st, length, h.remote_addr, h.rkey)) {
     return RxResult::kBroken;
@@ -116,11 +116,10 @@ ServiceLoop::RxResult ServiceLoop::serveRead(Conn& c) noexcept {
 ServiceLoop::RxResult ServiceLoop::finishWrite(Conn& c) noexcept {
   QpCore& q = *c.qp;
   if (c.rx_status == WcStatus::kSuccess) {
-    dev_.bytes.store(dev_.bytes.load(std::memory_order_relaxed) + c.cur.length,
-                     std::memory_order_relaxed);
+    dev_.bytes.fetch_add(c.cur.length, std::memory_order_relaxed);
     if (c.cur.opcode == Opcode::kWriteReq) {  // a SEND lands in a receive, not a target range
-      addOwned(dev_.target_write_bytes, c.cur.length);
-      addOwned(dev_.target_writes, 1);
+      dev_.target_write_bytes.fetch_add(c.cur.length, std::memory_order_relaxed);
+      dev_.target_writes.fetch_add(1, std::memory_order_relaxed);
     }
   }
   c.rx = Conn::Rx::kHeader;
@@ -262,8 +261,9 @@ ServiceLoop::RxResult ServiceLoop::onHeader(Conn& c) noexcept {
 // target range, the READ's local SGEs, or nowhere (kDiscard). Device memory is received
 // into the service thread's staging buffer and copied to the GPU before the call
 // returns, as far as the recvmsg got (tcp_staging.h).
-ServiceLoop::RxResult ServiceLoop::readPayload(Conn& c) noexcept {
-  if (c.rx == Conn::Rx::kDiscard) return discardPayload(c);
+ServiceLoop::RxResult ServiceLoop::readPayload(Conn& c, bool caller) noexcept {
+  // The scratch buffer is the service thread's (shared by all its streams).
+  if (c.rx == Conn::Rx::kDiscard) return caller ? RxResult::kHandOff : discardPayload(c);
   QpCore& q = *c.qp;
   const uint64_t remaining = c.cur.length - c.rx_off;
   RxPlan plan;
@@ -295,6 +295,8 @@ ServiceLoop::RxResult ServiceLoop::readPayload(Conn& c) noexcept {
       skip = 0;
     }
   }
+  // The staging receive buffer is the service thread's: device memory is its work.
+  if (caller && plan.nstaged != 0) return RxResult::kHandOff;
   // The next header rides along when the payload iovecs reach the payload's end.
   if (plan.covered == remaining) plan.iov[plan.n++] = iovec{c.hdr, kHeaderBytes};
   msghdr mh{};
@@ -374,12 +376,13 @@ bool RxPlan::unstage(DeviceState& dev, uint64_t placed) noexcept {
   return ok;
 }
 
-ServiceLoop::RxResult ServiceLoop::readStream(Conn& c) noexcept {
+ServiceLoop::RxResult ServiceLoop::readStream(Conn& c, bool caller) noexcept {
   QpCore& q = *c.qp;
   const uint64_t start = c.rx_bytes;
+  const uint64_t budget = caller ? kCallerTurnBytes : kTurnBytes;
   const uint64_t responses = q.rsp_tail.load(std::memory_order_relaxed);
   RxResult r = RxResult::kContinue;
-  while (c.rx_bytes - start < kTurnBytes) {
+  while (c.rx_bytes - start < budget) {
     if (c.rx == Conn::Rx::kHeader) {
       if (c.hdr_got < kHeaderBytes) {
         // datapath-lint: allow(syscall) the receive itself
@@ -399,7 +402,7 @@ ServiceLoop::RxResult ServiceLoop::readStream(Conn& c) noexcept {
       }
       r = onHeader(c);
     } else {
-      r = readPayload(c);
+      r = readPayload(c, caller);
     }
     if (r != RxResult::kContinue) break;
   }

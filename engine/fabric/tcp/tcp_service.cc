@@ -3,6 +3,7 @@
 // socket buffer cut short, and fails WRs whose peer went silent. It sleeps in
 // epoll_wait; with nothing outstanding it sleeps without a timeout (an idle device
 // costs nothing), otherwise it wakes every quarter budget to check for progress.
+#include <sched.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
 #include <unistd.h>
@@ -12,6 +13,7 @@
 #include <cstring>
 
 #include "base/clock.h"
+#include "base/cpu_relax.h"
 #include "fabric/tcp/tcp_internal.h"
 #include "tent/log.h"
 
@@ -67,6 +69,50 @@ void ServiceLoop::stop() {
     running_ = false;
   }
   cv_.notify_all();
+}
+
+// ---- the receive side's owner ------------------------------------------------------------
+
+// A poller's turn is a bounded run of non-blocking calls that depends on nobody, so it
+// always ends; spin briefly, then yield (on a small, oversubscribed machine the poller
+// may have been preempted inside its turn).
+ServiceLoop::RxOwner::RxOwner(QpCore& q) noexcept : q_(q) {
+  if (q.rx_owner.load(std::memory_order_relaxed) == QpCore::kRxService) return;  // ours already
+  constexpr unsigned kSpinsBeforeYield = 64;
+  unsigned spins = 0;
+  for (;;) {
+    uint32_t free = QpCore::kRxFree;
+    if (q.rx_owner.compare_exchange_weak(free, QpCore::kRxService, std::memory_order_acquire,
+                                         std::memory_order_relaxed)) {
+      break;
+    }
+    // Pollers start no new turn on this QP until we had it.
+    if (spins == 0) q.rx_wanted.store(true, std::memory_order_seq_cst);
+    if (++spins < kSpinsBeforeYield) {
+      cpuRelax();
+    } else {
+      sched_yield();
+    }
+  }
+  if (spins != 0) q.rx_wanted.store(false, std::memory_order_relaxed);
+  took_ = true;
+}
+
+ServiceLoop::RxOwner::~RxOwner() {
+  if (took_) q_.rx_owner.store(QpCore::kRxFree, std::memory_order_release);
+}
+
+// What a poller's turn left (rx_handoff): acted on as if this thread had read it.
+void ServiceLoop::takeHandOff(QpCore& q) {
+  RxOwner own(q);
+  const auto r = static_cast<RxResult>(q.rx_handoff.exchange(0, std::memory_order_relaxed));
+  const bool more = q.rx_more.exchange(false, std::memory_order_relaxed);
+  if (q.conn == nullptr || q.conn->closed) return;
+  if (r != RxResult::kContinue) {
+    onRxResult(q.conn, r);
+  } else if (more) {
+    onRxResult(q.conn, RxResult::kMore);
+  }
 }
 
 // ---- commands from the control path ------------------------------------------------
@@ -206,7 +252,9 @@ bool ServiceLoop::anyWatched(uint64_t now) {
     if (!conn->closed && conn->stage != Conn::Stage::kOpen) return true;
   }
   for (auto& [num, q] : qps_) {
-    if (q->done != q->tail.load(std::memory_order_seq_cst)) return true;
+    if (q->done_pub.load(std::memory_order_seq_cst) != q->tail.load(std::memory_order_seq_cst)) {
+      return true;
+    }
   }
   return false;
 }
@@ -241,16 +289,29 @@ void ServiceLoop::handleEvent(Conn* c, uint32_t events) {
       break;
   }
   QpCore& q = *c->qp;
+  RxOwner own(q);  // a poller's turn on this stream ends first
   if ((events & EPOLLOUT) && kickTx(q) == TxResult::kFault) {
     processQp(q);
     if (c->closed) return;
   }
+  // A poller's turn stopped where the service thread must act: that comes first.
+  const auto handed = static_cast<RxResult>(q.rx_handoff.exchange(0, std::memory_order_relaxed));
+  if (handed != RxResult::kContinue) {
+    onRxResult(c, handed);
+    return;
+  }
   if (!(events & (EPOLLIN | EPOLLERR | EPOLLHUP | EPOLLRDHUP))) return;
-  switch (readStream(*c)) {
+  onRxResult(c, readStream(*c, /*caller=*/false));
+}
+
+void ServiceLoop::onRxResult(Conn* c, RxResult r) {
+  QpCore& q = *c->qp;
+  switch (r) {
     case RxResult::kContinue:
     case RxResult::kAgain:
       break;
     case RxResult::kMore:
+    case RxResult::kHandOff:
       if (!c->ready) {
         c->ready = true;
         c->next_ready = ready_;
@@ -286,6 +347,8 @@ void ServiceLoop::scanQps() {
   const bool staging = pool != nullptr && pool->takeWaiters();
   for (auto& [num, q] : qps_) {
     if (staging && q->staging_wait.exchange(false, std::memory_order_seq_cst)) (void)kickTx(*q);
+    RxOwner own(*q);
+    takeHandOff(*q);
     processQp(*q);
   }
 }
@@ -295,6 +358,7 @@ void ServiceLoop::stopStream(QpCore& q) {
 }
 
 void ServiceLoop::processQp(QpCore& q) {
+  RxOwner own(q);
   if (q.flush_requested.load(std::memory_order_seq_cst)) {
     // modifyToError, or the device closing: everything not yet completed is flushed, in
     // order, and the QP takes no more posts.
@@ -380,6 +444,7 @@ void ServiceLoop::checkTimers(uint64_t now) {
   }
   for (auto& [num, qp] : qps_) {
     QpCore& q = *qp;
+    RxOwner own(q);
     const bool outstanding = q.done != q.tail.load(std::memory_order_acquire);
     const bool setting_up = q.conn != nullptr && q.conn->stage != Conn::Stage::kOpen;
     if (!outstanding && !setting_up) {

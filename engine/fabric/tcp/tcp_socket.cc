@@ -163,6 +163,9 @@ Status tuneSocket(int fd, uint32_t retry_budget_ms) {
 Status applyTrafficClass(int fd, int family, uint8_t traffic_class) {
   if (traffic_class == 0) return Status::OK();
   if (family == AF_INET6) {
+    // An IPv6 socket may carry IPv4 (a wildcard listener's v4-mapped peer): IP_TOS marks
+    // those packets; a pure IPv6 socket does not need it (best effort).
+    (void)sockopt(fd, IPPROTO_IP, IP_TOS, traffic_class, "IP_TOS");
     return sockopt(fd, IPPROTO_IPV6, IPV6_TCLASS, traffic_class, "IPV6_TCLASS");
   }
   return sockopt(fd, IPPROTO_IP, IP_TOS, traffic_class, "IP_TOS");

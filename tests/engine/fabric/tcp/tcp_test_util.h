@@ -46,7 +46,10 @@ inline std::unique_ptr<Provider> makeProvider(config::TcpFabricConfig cfg = test
 }
 
 inline QpRemote remoteOf(const QueuePair& qp, const Device& dev) {
-  return QpRemote{qp.qpNum(), dev.portIdentity(), 0};
+  QpRemote r;
+  r.qp_num = qp.qpNum();
+  r.port = dev.portIdentity();
+  return r;
 }
 
 // Open file descriptors of this process (for churn tests).
