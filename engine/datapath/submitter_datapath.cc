@@ -69,7 +69,7 @@ Status Submitter::resolveRequest(const Request& req, size_t index, RdmaTask& tas
   // Refused here, as the peer's NIC would refuse it, but naming the range and the
   // access. The peer may have registered the range anew since: refetch.
   if (!targetPermits(*tb, req.opcode)) {
-    requests_->queueRefresh(req.target_id);
+    requests_.queueRefresh(req.target_id);
     const bool write = req.opcode == OpCode::WRITE;
     return Status::PermissionDenied(
         where() + (write ? "WRITE to" : "READ from") + " target " +
