@@ -106,7 +106,6 @@ class SlicePoller final : public lcore::Poller {
   void unlinkInflight_lc(RdmaSlice* s) noexcept;
   // Timed out (TIMEOUT recorded), their WR awaiting its flush (doubly linked).
   void unlinkTimedOut_lc(RdmaSlice* s) noexcept;
-  RdmaSlice* timedOutOn(uint32_t context) const noexcept;
 
   DatapathContext& dp_;
   DirectPath* const direct_;  // rail pollers only

@@ -149,12 +149,6 @@ void SlicePoller::unlinkTimedOut_lc(RdmaSlice* s) noexcept {
   unlinkFrom(timed_out_head_, timed_out_tail_, s);
 }
 
-RdmaSlice* SlicePoller::timedOutOn(uint32_t context) const noexcept {
-  for (RdmaSlice* s = timed_out_head_; s != nullptr; s = s->next)
-    if (s->local_device == context) return s;
-  return nullptr;
-}
-
 unsigned SlicePoller::postPending_lc(uint64_t now) noexcept {
   if (!pending_head_) return 0;
   staged_ = 0;
@@ -377,11 +371,15 @@ unsigned SlicePoller::failDead_lc(uint32_t context) noexcept {
     }
     s = next;
   }
-  while (RdmaSlice* s = timedOutOn(context)) {
-    unlinkTimedOut_lc(s);
-    --cq_inflight_[context];
-    finish_lc(s, SliceResult::kTimeout);
-    ++n;
+  for (RdmaSlice* s = timed_out_head_; s != nullptr;) {
+    RdmaSlice* next = s->next;
+    if (s->local_device == context) {
+      unlinkTimedOut_lc(s);
+      --cq_inflight_[context];
+      finish_lc(s, SliceResult::kTimeout);
+      ++n;
+    }
+    s = next;
   }
   // Nothing else of ours is posted there; what is left was counted for the same WRs.
   cq_inflight_[context] = 0;
