@@ -62,6 +62,16 @@ void sink(log::Component c, log::Level l, const char* message, size_t length) {
   q.cv.notify_one();
 }
 
+// Waits up to timeout_s (GIL released) until records are queued; takes none. The drain
+// thread waits here without holding the lock flush() takes, then drains at once.
+bool waitForRecords(double timeout_s) {
+  py::gil_scoped_release release;
+  Queue& q = queue();
+  std::unique_lock<std::mutex> lock(q.mu);
+  return q.cv.wait_for(lock, std::chrono::duration<double>(timeout_s),
+                       [&] { return !q.records.empty() || q.dropped != 0; });
+}
+
 // Waits up to timeout_s for records (GIL released); returns (records, dropped since the
 // last call). Each record: (component, level name, message, created, thread, lcore).
 py::tuple drain(double timeout_s) {
@@ -94,6 +104,8 @@ void bindLogs(py::module_& m) {
       "_log_to_python", [](bool on) { log::setSink(on ? &sink : nullptr); }, py::arg("on"),
       "True: log lines go to the queue _log_drain empties; False: to stderr.");
   m.def("_log_drain", &drain, py::arg("timeout_s"));
+  m.def("_log_wait", &waitForRecords, py::arg("timeout_s"),
+        "Waits up to timeout_s until records are queued (takes none); True when some are.");
   m.def(
       "_log_emit_for_test",
       [](const std::string& component, const std::string& level, const std::string& message) {

@@ -35,6 +35,7 @@ logger = logging.getLogger("tent")
 # in order and flush() returns only after every record queued before it was handled.
 _lock = threading.Lock()
 _thread = None
+_stop = threading.Event()
 
 
 def _emit(records, dropped):
@@ -62,11 +63,12 @@ def flush(timeout_s=0.0):
 
 
 def _run():
-    while True:
-        with _lock:
-            records, dropped = _tent._log_drain(0.2)
-            if records or dropped:
-                _emit(records, dropped)
+    # Waits without the lock: a thread that held it through each wait and took it again at
+    # once starved flush() and the exit handler (Python's locks are not fair).
+    while not _stop.is_set():
+        if _tent._log_wait(0.2):
+            with _lock:
+                _emit(*_tent._log_drain(0.0))
 
 
 def _at_exit():
@@ -74,6 +76,8 @@ def _at_exit():
         return
     # Engines close first so the lines their close writes are not lost.
     _tent._close_all()
+    _stop.set()
+    _thread.join(timeout=1.0)
     flush()
 
 

@@ -7,6 +7,9 @@ import os
 import subprocess
 import sys
 import threading
+import time
+
+import pytest
 
 import tent
 from conftest import child_env, config
@@ -115,3 +118,37 @@ def test_bad_env_level_fails_engine_creation_naming_the_allowed_values(tmp_path)
     assert "error" in got, got
     assert "TENT_LOG_LEVEL" in got["error"] and "'chatty'" in got["error"], got
     assert "trace, debug, info, warn, error, off" in got["error"], got
+
+
+EXIT_CHILD = r"""
+import json, sys
+import tent
+with tent.TransferEngine(json.loads(sys.argv[1])):
+    pass
+print("exiting", flush=True)
+"""
+
+
+def test_the_interpreter_exits_while_the_drain_thread_waits(tmp_path):
+    # The exit handler flushes under the drain thread's lock; a drain thread that held that
+    # lock while it waited for records, and took it again at once, starved the exit for good.
+    out = subprocess.run([sys.executable, "-c", EXIT_CHILD, json.dumps(config())],
+                         env=child_env(), capture_output=True, text=True, timeout=120,
+                         cwd=tmp_path)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "exiting"
+
+
+def test_the_drain_thread_does_not_hold_its_lock_while_it_waits():
+    # flush() and the exit handler take the lock; a waiting drain thread must leave it free
+    # (it held it through each wait and took it again at once: flush() starved).
+    import tent._logging as tl
+    if tl._thread is None:
+        pytest.skip("TENT_LOG_STDERR is set: no drain thread")
+    tent.flush_logs(0.0)
+    free = 0
+    for _ in range(50):
+        if not tl._lock.locked():
+            free += 1
+        time.sleep(0.01)
+    assert free >= 40, free
