@@ -163,6 +163,7 @@ class TransferLoop {
   // no clock read between polls (one per 1024 for the stuck-transfer check), so
   // *seen_ns is the clock right after the poll that saw it COMPLETED.
   bool waitBatch(BatchId batch, int64_t t0, int64_t* seen_ns) noexcept {
+    if (plan_.poll_mode == PollMode::kWait) return waitEachTask(batch, seen_ns);
     for (uint64_t polls = 1;; ++polls) {
       auto st = run_->engine->getBatchTransferStatus(batch);
       const bool check_stuck = (polls & 1023) == 0;
@@ -192,6 +193,31 @@ class TransferLoop {
       }
       if (plan_.poll_mode == PollMode::kYield) std::this_thread::yield();
     }
+  }
+
+  // --poll_mode=wait: waitTransfer on each task in turn (the engine's waiter spins
+  // briefly, then sleeps), bounded by --transfer_timeout; *seen_ns is the clock after the
+  // last task's wait returned.
+  bool waitEachTask(BatchId batch, int64_t* seen_ns) noexcept {
+    for (size_t i = 0; i < requests_.size(); ++i) {
+      auto st = run_->engine->waitTransfer(batch, i, run_->transfer_timeout_ns);
+      if (!st.ok() && st.status().code() == StatusCode::kTimeout) {
+        for (size_t j = 0; j < requests_.size(); ++j) (void)run_->engine->cancelTransfer(batch, j);
+        slowFail("a transfer stayed pending longer than --transfer_timeout");
+        run_->abort.store(true);
+        return false;
+      }
+      if (!st.ok()) {
+        slowFail("waitTransfer: " + st.status().toString());
+        return false;
+      }
+      if (st->state != TransferState::COMPLETED) {
+        slowFail(std::string("transfer ended ") + std::string(toString(st->state)));
+        return false;
+      }
+    }
+    *seen_ns = nowNs();
+    return true;
   }
 
   // Error path only (allocates the message).

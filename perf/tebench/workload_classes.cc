@@ -160,7 +160,7 @@ Status applyField(const std::string& key, const json& value, const std::string& 
     auto mode = value.is_string() ? parsePollMode(value.get<std::string>())
                                   : Result<PollMode>(Status::InvalidArgument(""));
     if (!mode.ok())
-      return fieldError(where, key, "must be \"spin\" or \"yield\", got " + shown(value));
+      return fieldError(where, key, "must be \"spin\", \"yield\" or \"wait\", got " + shown(value));
     c->poll_mode = *mode;
     c->poll_given = true;
   } else if (key == "weight") {
@@ -221,12 +221,21 @@ Result<IntentType> parseIntentName(std::string_view text) {
 Result<PollMode> parsePollMode(std::string_view text) {
   if (text == "spin") return PollMode::kSpin;
   if (text == "yield") return PollMode::kYield;
+  if (text == "wait") return PollMode::kWait;
   return Status::InvalidArgument("unknown poll mode '" + std::string(text) +
-                                 "'; allowed: spin, yield");
+                                 "'; allowed: spin, yield, wait");
 }
 
 std::string_view pollModeName(PollMode mode) noexcept {
-  return mode == PollMode::kYield ? "yield" : "spin";
+  switch (mode) {
+    case PollMode::kYield:
+      return "yield";
+    case PollMode::kWait:
+      return "wait";
+    case PollMode::kSpin:
+      break;
+  }
+  return "spin";
 }
 
 std::string_view intentName(IntentType type) noexcept {

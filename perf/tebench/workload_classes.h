@@ -19,6 +19,8 @@ namespace tent::bench {
 enum class PollMode : uint8_t {
   kSpin,   // poll getTransferStatus back to back (what latency-sensitive callers do)
   kYield,  // std::this_thread::yield() between polls (a bulk caller sharing a small CPU)
+  kWait,   // waitTransfer per task: the engine's waiter backs off to sleeps (a bulk
+           // caller that blocks, as a socket's send() does)
 };
 Result<PollMode> parsePollMode(std::string_view text);
 std::string_view pollModeName(PollMode mode) noexcept;

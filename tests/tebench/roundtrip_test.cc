@@ -173,6 +173,20 @@ TEST_F(TebenchRoundTrip, SweepWithConsistencyCheck) {
   EXPECT_EQ(out.find("mismatch"), std::string::npos) << out;
 }
 
+// --poll_mode=wait: the caller waits with waitTransfer per task; batches of 3 so a task
+// after the first is waited on too; the consistency check verifies the bytes.
+TEST_F(TebenchRoundTrip, WaitingCallerVerifiesItsBytes) {
+  const std::string log = tempPath("wait.log");
+  int rc = initiator({"--check_consistency", "--poll_mode=wait", "--duration=0.1",
+                      "--warmup=0.1", "--start_block_size=65536", "--max_block_size=65536",
+                      "--start_batch_size=3", "--max_batch_size=3", "--max_num_threads=1"},
+                     log);
+  const std::string out = readFile(log);
+  ASSERT_EQ(rc, 0) << out;
+  EXPECT_NE(out.find("65536"), std::string::npos) << out;
+  EXPECT_EQ(out.find("mismatch"), std::string::npos) << out;
+}
+
 TEST_F(TebenchRoundTrip, QosRunWritesParsableJsonl) {
   const std::string log = tempPath("qos.log");
   const std::string jsonl = tempPath("qos.jsonl");

@@ -49,13 +49,16 @@ TEST(WorkloadClasses, FullClassAndDefaults) {
 
 TEST(WorkloadClasses, PollMode) {
   auto r = parseWorkloadClasses(R"([{"name":"a","threads":1,"block_size":8,"poll_mode":"yield"},
-                                    {"name":"b","threads":1,"block_size":8}])");
+                                    {"name":"b","threads":1,"block_size":8},
+                                    {"name":"c","threads":1,"block_size":8,"poll_mode":"wait"}])");
   ASSERT_TRUE(r.ok()) << r.status().toString();
   EXPECT_EQ((*r)[0].poll_mode, PollMode::kYield);
   EXPECT_TRUE((*r)[0].poll_given);
   EXPECT_FALSE((*r)[1].poll_given);
+  EXPECT_EQ((*r)[2].poll_mode, PollMode::kWait);
+  EXPECT_EQ(pollModeName(PollMode::kWait), "wait");
   expectMentions(errorOf(R"([{"name":"a","threads":1,"block_size":8,"poll_mode":"sleep"}])"),
-                 {"field 'poll_mode'", "\"spin\" or \"yield\"", "\"sleep\""});
+                 {"field 'poll_mode'", "\"spin\", \"yield\" or \"wait\"", "\"sleep\""});
 }
 
 // Mooncake's optional isolated_gbps (number or null) for isolation_leakage.
