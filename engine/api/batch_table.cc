@@ -160,6 +160,7 @@ void BatchTable::recycle(BatchSlot& s) noexcept {
     t.peer.reset();
     t.local_table.reset();
     t.local_buffer = nullptr;
+    t.direct_admission = rdma::RdmaTask::kAdmissionUnset;  // the next use resolves again
     t.state.store(static_cast<uint8_t>(TransferState::INITIAL), std::memory_order_relaxed);
   }
   s.count.store(0, std::memory_order_relaxed);

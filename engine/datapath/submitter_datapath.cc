@@ -2,6 +2,7 @@
 // cancel. No allocation and no blocking; nothing here waits on the network. A request
 // to a peer that is down or backing off fails at once; a target range missing from
 // the cached descriptor fails at once and asks the control plane to refetch it.
+#include <cassert>
 #include <cstdio>
 #include <string>
 #include <thread>
@@ -147,8 +148,11 @@ bool Submitter::routeTask(RdmaTask& task) noexcept {
     return true;
   }
   datapath_.placeTask(task, now);  // the one device placement of the request
+  assert(task.direct_admission != RdmaTask::kAdmissionUnset);  // resolveRequest sets it
   const auto admission = static_cast<DirectDecline>(task.direct_admission);
-  if (admission == DirectDecline::kAccepted) {
+  if (task.direct_admission == RdmaTask::kAdmissionUnset) {
+    // Never resolved (a path that forgot DirectPath::admission()): the worker path.
+  } else if (admission == DirectDecline::kAccepted) {
     if (direct_.trySubmitDirect(task, now) == DirectDecline::kAccepted) return true;
   } else if (task.latency_sensitive) {
     direct_.countDecline(admission);  // declined by direct.mode or direct.max_bytes

@@ -54,7 +54,9 @@ struct RdmaTask {
   bool priority_lane = false;      // latency-sensitive, and its worker slices go to rail pollers
   // The direct path's admission, decided once when the request is resolved: a
   // DirectDecline (datapath/direct_path.h); kAccepted = the direct path is tried.
-  uint8_t direct_admission = 0;
+  // Unset until then, and a task that skipped resolution takes the worker path.
+  static constexpr uint8_t kAdmissionUnset = 0xff;
+  uint8_t direct_admission = kAdmissionUnset;
   // The device placement, made once per request when it is routed: the local devices
   // that may carry it, best rail-map rank first (after device_mask; paused devices left
   // out unless that leaves none). The direct plan and every first slice pick from it;

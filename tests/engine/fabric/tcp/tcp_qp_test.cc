@@ -51,14 +51,14 @@ TEST_F(TcpQpTest, RtrRefusesWhatIsNotATcpPeer) {
   auto cq = std::move(a_->createCq(16)).value();
   auto qp = std::move(a_->createQp({cq.get(), 4, 1})).value();
   ASSERT_TRUE(qp->modifyToInit().ok());
-  EXPECT_EQ(qp->modifyToRtr(QpRemote{0, b_->portIdentity(), 0}).code(),
+  EXPECT_EQ(qp->modifyToRtr(QpRemote{.qp_num = 0, .port = b_->portIdentity()}).code(),
             StatusCode::kInvalidArgument);
   PortIdentity zero;  // :: port 0
-  EXPECT_EQ(qp->modifyToRtr(QpRemote{5, zero, 0}).code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(qp->modifyToRtr(QpRemote{.qp_num = 5, .port = zero}).code(), StatusCode::kInvalidArgument);
   PortIdentity no_port = b_->portIdentity();
   no_port.lid = 0;
-  EXPECT_EQ(qp->modifyToRtr(QpRemote{5, no_port, 0}).code(), StatusCode::kInvalidArgument);
-  EXPECT_EQ(qp->modifyToRtr(QpRemote{qp->qpNum(), a_->portIdentity(), 0}).code(),
+  EXPECT_EQ(qp->modifyToRtr(QpRemote{.qp_num = 5, .port = no_port}).code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(qp->modifyToRtr(QpRemote{.qp_num = qp->qpNum(), .port = a_->portIdentity()}).code(),
             StatusCode::kInvalidArgument);  // itself
   EXPECT_EQ(qp->state(), QpState::kInit);
 }
@@ -292,7 +292,7 @@ TEST(TcpPeerGone, NothingListeningGivesRetryExceeded) {
     PortIdentity peer = gone;
     peer.gid[15] = last_octet;
     qps.push_back(std::move(dev.createQp({cq.get(), 4, 1})).value());
-    ASSERT_TRUE(connectQp(*qps.back(), QpRemote{77, peer, 0}).ok());
+    ASSERT_TRUE(connectQp(*qps.back(), QpRemote{.qp_num = 77, .port = peer}).ok());
     // One chain: posted one at a time, the refusal could fail the first WR (and move the
     // QP to ERR) before the second is posted, which a NIC refuses too (EINVAL).
     SendWr first = makeWr(last_octet, WrOpcode::kRdmaWrite, &s, 1, 0x1000, 1);
