@@ -143,6 +143,14 @@ struct QpRemote {
   uint32_t local_psn = 0;
   uint32_t mtu_bytes = 0;  // the remote port's active MTU; 0: unknown, ours alone decides
   QpTraffic traffic;       // how our QP marks what it sends on this connection
+
+  // The remote QP `qp_num` on `port`, everything else at its default (tests, benchmarks).
+  static QpRemote toQp(uint32_t qp_num, const PortIdentity& port) {
+    QpRemote r;
+    r.qp_num = qp_num;
+    r.port = port;
+    return r;
+  }
 };
 
 struct DeviceInfo {

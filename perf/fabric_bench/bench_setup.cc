@@ -122,9 +122,9 @@ Status connectInProcess(Bench& b) {
   fabric::PortIdentity port = b.device->portIdentity();
   for (uint32_t q = 0; q < b.options.qps; ++q) {
     TENT_RETURN_IF_ERROR(
-        fabric::connectQp(*b.local_target->qps[q], QpRemote{.qp_num = b.qps[q]->qpNum(), .port = port}));
+        fabric::connectQp(*b.local_target->qps[q], QpRemote::toQp(b.qps[q]->qpNum(), port)));
     TENT_RETURN_IF_ERROR(
-        fabric::connectQp(*b.qps[q], QpRemote{.qp_num = b.local_target->qps[q]->qpNum(), .port = port}));
+        fabric::connectQp(*b.qps[q], QpRemote::toQp(b.local_target->qps[q]->qpNum(), port)));
   }
   b.remote_addr = reinterpret_cast<uint64_t>(b.local_target->memory);
   b.remote_rkey = b.local_target->mr->rkey();
@@ -143,7 +143,8 @@ Status connectToChild(Bench& b, TargetHello& hello) {
   if (!writeAll(b.to_child, &mine, sizeof(mine)))
     return Status::Unavailable("fabric_bench: target process gone");
   for (uint32_t q = 0; q < b.options.qps; ++q) {
-    TENT_RETURN_IF_ERROR(fabric::connectQp(*b.qps[q], QpRemote{.qp_num = hello.qp_nums[q], .port = hello.port}));
+    TENT_RETURN_IF_ERROR(
+        fabric::connectQp(*b.qps[q], QpRemote::toQp(hello.qp_nums[q], hello.port)));
   }
   char ready = 0;
   if (!readAll(b.from_child, &ready, 1) || ready != 'R')
@@ -197,7 +198,7 @@ void runChildTarget(const Options& options, int from_parent, int to_parent) {
   if (!writeAll(to_parent, &hello, sizeof(hello)) || !readAll(from_parent, &peer, sizeof(peer)))
     _exit(1);
   for (uint32_t q = 0; q < options.qps; ++q) {
-    Status s = fabric::connectQp(*(*target)->qps[q], QpRemote{.qp_num = peer.qp_nums[q], .port = peer.port});
+    Status s = fabric::connectQp(*(*target)->qps[q], QpRemote::toQp(peer.qp_nums[q], peer.port));
     if (!s.ok()) {
       std::fprintf(stderr, "fabric_bench target: %s\n", s.toString().c_str());
       _exit(1);

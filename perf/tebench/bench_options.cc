@@ -246,7 +246,9 @@ const std::vector<FlagSpec>& flagSpecs() {
        "ns | us: keep transfer durations in ns, or in whole us truncated as Mooncake's timer",
        setTxResolution},
       {"poll_mode", false, "spin",
-       "spin | yield between getTransferStatus polls | wait (waitTransfer per task) (QoS: default of the classes)", setPollMode},
+       "spin | yield between getTransferStatus polls | wait (waitTransfer per task) (QoS: default "
+       "of the classes)",
+       setPollMode},
       {"transfer_timeout", false, "30", "seconds a transfer may stay pending before the run fails",
        secondsFlag("transfer_timeout", &O::transfer_timeout_s, false)},
       {"workload_classes_json", false, "",

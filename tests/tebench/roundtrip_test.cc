@@ -177,9 +177,9 @@ TEST_F(TebenchRoundTrip, SweepWithConsistencyCheck) {
 // after the first is waited on too; the consistency check verifies the bytes.
 TEST_F(TebenchRoundTrip, WaitingCallerVerifiesItsBytes) {
   const std::string log = tempPath("wait.log");
-  int rc = initiator({"--check_consistency", "--poll_mode=wait", "--duration=0.1",
-                      "--warmup=0.1", "--start_block_size=65536", "--max_block_size=65536",
-                      "--start_batch_size=3", "--max_batch_size=3", "--max_num_threads=1"},
+  int rc = initiator({"--check_consistency", "--poll_mode=wait", "--duration=0.1", "--warmup=0.1",
+                      "--start_block_size=65536", "--max_block_size=65536", "--start_batch_size=3",
+                      "--max_batch_size=3", "--max_num_threads=1"},
                      log);
   const std::string out = readFile(log);
   ASSERT_EQ(rc, 0) << out;

@@ -210,7 +210,9 @@ TEST_F(DeviceEvents, FatalErrorFailsTheDeadDevicesTasksOthersComplete) {
   }
   const EngineStats st = statsA();
   EXPECT_EQ(st.device_events.failed_slices, kPerRail * (kTask / (64 << 10)));
-  if (direct_posted) EXPECT_EQ(st.device_events.failed_direct, 1u);
+  if (direct_posted) {
+    EXPECT_EQ(st.device_events.failed_direct, 1u);
+  }
   ASSERT_TRUE(drainPollers(a));
   EXPECT_EQ(lanesInUse(a), 0u);
   ASSERT_TRUE(a.freeBatch(dead).ok());

@@ -80,7 +80,9 @@ TransferState move(TransferEngineImpl& e, SegmentId seg, OpCode op, void* local,
   r.target_offset = remote;
   r.length = len;
   Status s = e.submitTransfer(*b, {&r, 1});
-  if (!retrying) EXPECT_TRUE(s.ok()) << s.toString();
+  if (!retrying) {
+    EXPECT_TRUE(s.ok()) << s.toString();
+  }
   const TransferState st = s.ok() ? waitTask(e, *b, 0).state : TransferState::FAILED;
   EXPECT_TRUE(e.freeBatch(*b).ok());
   return st;

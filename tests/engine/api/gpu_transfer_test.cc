@@ -36,7 +36,9 @@ TransferState run(TransferEngineImpl& e, const Request& r, bool retrying = false
   EXPECT_TRUE(b.ok());
   if (!b.ok()) return TransferState::FAILED;
   Status s = e.submitTransfer(*b, {&r, 1});
-  if (!retrying) EXPECT_TRUE(s.ok()) << s.toString();
+  if (!retrying) {
+    EXPECT_TRUE(s.ok()) << s.toString();
+  }
   const TransferState st = s.ok() ? waitTask(e, *b, 0).state : TransferState::FAILED;
   EXPECT_TRUE(e.freeBatch(*b).ok());
   return st;

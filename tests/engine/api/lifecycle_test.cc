@@ -252,8 +252,9 @@ TEST_F(Lifecycle, ForgedAndGarbageBootstrapsLeaveTheTargetAsItWas) {
         break;
       }
     }
-    if (i % 100 == 0)  // the real initiator is served throughout
+    if (i % 100 == 0) {  // the real initiator is served throughout
       ASSERT_EQ(roundTrip(a, *seg, b, 8192, 4096, 30 + i), TransferState::COMPLETED) << i;
+    }
   }
   EXPECT_EQ(roundTrip(a, *seg, b, 8192, 64 << 10, 99), TransferState::COMPLETED);
   EXPECT_TRUE(eventually([&] {

@@ -234,8 +234,9 @@ TEST_F(MemoryInUse, DirectPathTaskHoldsItsBufferUntilItsCompletionIsPolled) {
     Request r = req(OpCode::READ, pool.data(), 4096);
     r.intent_type = IntentType::FOREGROUND_GET;
     ASSERT_TRUE(engine->submitTransfer(batch, {&r, 1}).ok());
-    if (engine->stats().direct.succeeded == 0)
+    if (engine->stats().direct.succeeded == 0) {
       ASSERT_EQ(waitTask(*engine, batch, 0).state, TransferState::COMPLETED);
+    }
   }
   ASSERT_EQ(engine->stats().direct.succeeded, 1u);
   // Read without polling (getTransferStatus would reap the completion).

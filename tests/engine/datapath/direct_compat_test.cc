@@ -118,7 +118,9 @@ TEST_F(DirectCompat, TheAnswerComesInTheRequestsVersionAtMostOurs) {
     ASSERT_TRUE(answer.ok()) << answer.status().toString();
     EXPECT_EQ(answer->version, metadata::bootstrapVersionFor(version));
     EXPECT_NE(answer->direct_qp_num, 0u);
-    if (version < 3) EXPECT_TRUE(answer->extensions.empty());
+    if (version < 3) {
+      EXPECT_TRUE(answer->extensions.empty());
+    }
   }
 }
 

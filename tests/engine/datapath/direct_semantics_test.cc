@@ -143,7 +143,9 @@ TEST_F(DirectSemantics, FallbackIntoAFullRingFailsAndReleases) {
   EXPECT_TRUE(task->failing());
   ASSERT_TRUE(stepRailUntil(*this, [&] {
     auto s = task->loadState();
-    if (s != TransferState::PENDING) EXPECT_EQ(lanesInUse(), 0u);
+    if (s != TransferState::PENDING) {
+      EXPECT_EQ(lanesInUse(), 0u);
+    }
     return s != TransferState::PENDING;
   }));
   EXPECT_EQ(task->loadState(), TransferState::FAILED);
@@ -221,7 +223,9 @@ TEST_F(DirectSemantics, CallerOnlyPollingCancelStillReaped) {
   // Never again through the caller: only the rail lcore runs.
   ASSERT_TRUE(stepRailUntil(*this, [&] {
     auto st = task->loadState();
-    if (st != TransferState::PENDING) EXPECT_EQ(lanesInUse(), 0u);  // terminal => drained
+    if (st != TransferState::PENDING) {  // terminal => drained
+      EXPECT_EQ(lanesInUse(), 0u);
+    }
     return st != TransferState::PENDING;
   }));
   EXPECT_EQ(task->loadState(), TransferState::CANCELED);
@@ -244,7 +248,9 @@ TEST_F(DirectSemantics, CallerOnlyPollingCancelReapedWithoutTimeout) {
   ASSERT_TRUE(engine->cancelTransfer(b, 0).ok());
   ASSERT_TRUE(stepRailUntil(*this, [&] {
     auto st = task->loadState();
-    if (st != TransferState::PENDING) EXPECT_EQ(lanesInUse(), 0u);
+    if (st != TransferState::PENDING) {
+      EXPECT_EQ(lanesInUse(), 0u);
+    }
     return st != TransferState::PENDING;
   }));
   EXPECT_EQ(task->loadState(), TransferState::CANCELED);
@@ -270,10 +276,14 @@ TEST_F(DirectSemantics, CallerOnlyPollingPartialFailureDrainsThenFails) {
   ASSERT_EQ(task->direct_contexts.load(), 0b11u);
   // The caller polls once: it reaps the error of one part, the other is still posted.
   auto st = engine->getTransferStatus(b, 0);
-  if (st->state != TransferState::PENDING) EXPECT_EQ(lanesInUse(), 0u);
+  if (st->state != TransferState::PENDING) {
+    EXPECT_EQ(lanesInUse(), 0u);
+  }
   ASSERT_TRUE(stepRailUntil(*this, [&] {
     auto s = task->loadState();
-    if (s != TransferState::PENDING) EXPECT_EQ(lanesInUse(), 0u);
+    if (s != TransferState::PENDING) {
+      EXPECT_EQ(lanesInUse(), 0u);
+    }
     return s != TransferState::PENDING;
   }));
   EXPECT_EQ(task->loadState(), TransferState::FAILED);

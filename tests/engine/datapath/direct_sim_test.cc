@@ -232,7 +232,9 @@ TEST_F(Direct, CancelLetsThePostedWrDrain) {
   // Terminal means drained: CANCELED only once the posted WR can no longer write.
   ASSERT_TRUE(waitFor([&] {
     auto st = engine->getTransferStatus(b, 0)->state;
-    if (st != TransferState::PENDING) EXPECT_EQ(task->slices_left.load(), 0u);
+    if (st != TransferState::PENDING) {
+      EXPECT_EQ(task->slices_left.load(), 0u);
+    }
     EXPECT_EQ(st == TransferState::PENDING, lanesInUse() == 1u);
     return st != TransferState::PENDING;
   }));

@@ -102,7 +102,7 @@ bool holdsPattern(const uint8_t* p, size_t n, uint8_t seed) {
   a.qp_num = (*qp)->qpNum();
   Reply r;
   if (!writeAll(resp_fd, &a, sizeof(a)) || !readAll(cmd_fd, &r, sizeof(r))) _exit(14);
-  const uint8_t ok = connectQp(**qp, QpRemote{.qp_num = r.qp_num, .port = r.port}).ok() ? 1 : 0;
+  const uint8_t ok = connectQp(**qp, QpRemote::toQp(r.qp_num, r.port)).ok() ? 1 : 0;
   if (!writeAll(resp_fd, &ok, 1)) _exit(15);
   Command c;
   while (readAll(cmd_fd, &c, sizeof(c))) {
@@ -138,7 +138,7 @@ class SoftMultiProcessTest : public ::testing::Test {
     dev_ = &provider_->device(0);
     cq_ = std::move(dev_->createCq(64)).value();
     qp_ = std::move(dev_->createQp({cq_.get(), 16, 4})).value();
-    ASSERT_TRUE(connectQp(*qp_, QpRemote{.qp_num = peer_.qp_num, .port = peer_.port}).ok());
+    ASSERT_TRUE(connectQp(*qp_, QpRemote::toQp(peer_.qp_num, peer_.port)).ok());
     Reply r{dev_->portIdentity(), qp_->qpNum()};
     ASSERT_TRUE(writeAll(cmd_, &r, sizeof(r)));
     uint8_t ok = 0;
@@ -300,7 +300,7 @@ TEST_P(SoftDeadPeerTest, WrPostedAfterTheDeathFailsWithRetryExceeded) {
   killChild();
   auto cq = std::move(dev_->createCq(8)).value();
   auto qp = std::move(dev_->createQp({cq.get(), 4, 1})).value();
-  ASSERT_TRUE(connectQp(*qp, QpRemote{.qp_num = peer_.qp_num, .port = peer_.port}).ok());
+  ASSERT_TRUE(connectQp(*qp, QpRemote::toQp(peer_.qp_num, peer_.port)).ok());
   GuardedBuffer local(*dev_, 64, kAllAccess);
   Sge sge{local.addr(), 64, local.mr->lkey()};
   post(*qp, makeWr(7, WrOpcode::kRdmaRead, &sge, 1, peer_.addr[buffer], peer_.rkey[buffer]));

@@ -32,7 +32,7 @@ struct Hello {
   Hello theirs;
   if (write(to_parent, &mine, sizeof(mine)) != sizeof(mine)) _exit(13);
   if (read(from_parent, &theirs, sizeof(theirs)) != sizeof(theirs)) _exit(14);
-  if (!connectQp(**qp, {theirs.qp_num, theirs.port, 0}).ok()) _exit(15);
+  if (!connectQp(**qp, QpRemote::toQp(theirs.qp_num, theirs.port)).ok()) _exit(15);
   auto repost = [&](uint64_t slot) {
     Sge g{reinterpret_cast<uint64_t>(heap.data()) + slot * 256, 256, (*mr)->lkey()};
     RecvWr w{slot, 1, &g, nullptr};
@@ -95,7 +95,7 @@ TEST(SoftSendRecvCrossProcess, SendsReachAnotherProcessesReceivesWithEveryByte) 
     ASSERT_EQ(read(up[0], &theirs, sizeof(theirs)), static_cast<ssize_t>(sizeof(theirs)));
     Hello mine{dev.portIdentity(), qp->qpNum()};
     ASSERT_EQ(write(down[1], &mine, sizeof(mine)), static_cast<ssize_t>(sizeof(mine)));
-    ASSERT_TRUE(connectQp(*qp, {theirs.qp_num, theirs.port, 0}).ok());
+    ASSERT_TRUE(connectQp(*qp, QpRemote::toQp(theirs.qp_num, theirs.port)).ok());
     uint8_t ready = 0;
     ASSERT_EQ(read(up[0], &ready, 1), 1) << "child exit code " << childGone();
     GuardedBuffer s(dev, 256, kAccessLocalWrite);

@@ -44,7 +44,7 @@ inline std::unique_ptr<Provider> makeProvider(std::vector<config::SoftDevice> de
 }
 
 inline QpRemote remoteOf(const QueuePair& qp, const Device& dev) {
-  return QpRemote{.qp_num = qp.qpNum(), .port = dev.portIdentity()};
+  return QpRemote::toQp(qp.qpNum(), dev.portIdentity());
 }
 
 // A registered buffer with `guard` canary bytes on each side outside the region.

@@ -33,7 +33,7 @@ TEST_F(TcpQpTest, StateMachineFollowsVerbs) {
   EXPECT_NE(qp->qpNum(), 0u);
   EXPECT_LT(qp->qpNum(), 1u << 24);
   EXPECT_EQ(qp->state(), QpState::kReset);
-  const QpRemote remote{12345, b_->portIdentity(), 0};
+  const QpRemote remote = QpRemote::toQp(12345, b_->portIdentity());
   EXPECT_EQ(qp->modifyToRtr(remote).code(), StatusCode::kFailedPrecondition);
   EXPECT_EQ(qp->modifyToRts().code(), StatusCode::kFailedPrecondition);
   ASSERT_TRUE(qp->modifyToInit().ok());
@@ -51,14 +51,14 @@ TEST_F(TcpQpTest, RtrRefusesWhatIsNotATcpPeer) {
   auto cq = std::move(a_->createCq(16)).value();
   auto qp = std::move(a_->createQp({cq.get(), 4, 1})).value();
   ASSERT_TRUE(qp->modifyToInit().ok());
-  EXPECT_EQ(qp->modifyToRtr(QpRemote{.qp_num = 0, .port = b_->portIdentity()}).code(),
+  EXPECT_EQ(qp->modifyToRtr(QpRemote::toQp(0, b_->portIdentity())).code(),
             StatusCode::kInvalidArgument);
   PortIdentity zero;  // :: port 0
-  EXPECT_EQ(qp->modifyToRtr(QpRemote{.qp_num = 5, .port = zero}).code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(qp->modifyToRtr(QpRemote::toQp(5, zero)).code(), StatusCode::kInvalidArgument);
   PortIdentity no_port = b_->portIdentity();
   no_port.lid = 0;
-  EXPECT_EQ(qp->modifyToRtr(QpRemote{.qp_num = 5, .port = no_port}).code(), StatusCode::kInvalidArgument);
-  EXPECT_EQ(qp->modifyToRtr(QpRemote{.qp_num = qp->qpNum(), .port = a_->portIdentity()}).code(),
+  EXPECT_EQ(qp->modifyToRtr(QpRemote::toQp(5, no_port)).code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(qp->modifyToRtr(QpRemote::toQp(qp->qpNum(), a_->portIdentity())).code(),
             StatusCode::kInvalidArgument);  // itself
   EXPECT_EQ(qp->state(), QpState::kInit);
 }
@@ -292,7 +292,7 @@ TEST(TcpPeerGone, NothingListeningGivesRetryExceeded) {
     PortIdentity peer = gone;
     peer.gid[15] = last_octet;
     qps.push_back(std::move(dev.createQp({cq.get(), 4, 1})).value());
-    ASSERT_TRUE(connectQp(*qps.back(), QpRemote{.qp_num = 77, .port = peer}).ok());
+    ASSERT_TRUE(connectQp(*qps.back(), QpRemote::toQp(77, peer)).ok());
     // One chain: posted one at a time, the refusal could fail the first WR (and move the
     // QP to ERR) before the second is posted, which a NIC refuses too (EINVAL).
     SendWr first = makeWr(last_octet, WrOpcode::kRdmaWrite, &s, 1, 0x1000, 1);

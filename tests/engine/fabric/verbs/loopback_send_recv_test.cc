@@ -35,8 +35,8 @@ struct SendRecvOnFake : ::testing::Test {
     auto qb = d1.createQp({bcq.get(), 16, 1, rcq.get(), 4});
     ASSERT_TRUE(qb.ok()) << qb.status().toString();
     b = std::move(qb).value();
-    ASSERT_TRUE(connectQp(*a, {b->qpNum(), d1.portIdentity(), 0}).ok());
-    ASSERT_TRUE(connectQp(*b, {a->qpNum(), d0.portIdentity(), 0}).ok());
+    ASSERT_TRUE(connectQp(*a, QpRemote::toQp(b->qpNum(), d1.portIdentity())).ok());
+    ASSERT_TRUE(connectQp(*b, QpRemote::toQp(a->qpNum(), d0.portIdentity())).ok());
     src.assign(4096, 0);
     dst.assign(4096, 0xEE);
     ms = std::move(d0.registerMemory(src.data(), src.size(), kAccessLocalWrite)).value();
