@@ -20,7 +20,7 @@
 # usage: perf/run_burst_comparison.sh [--build DIR] [--out DIR] [--full]
 #          [--duration S] [--warmup S] [--interval US] [--config FILE]
 #          [--capacity GBPS] [--fg-threads N] [--bg-threads N] [--deadline-us US]
-#          [--bg-poll spin|yield]
+#          [--bg-poll spin|yield|wait]
 #   default: the workload scaled to a 2-core machine (see docs/perf/evaluation.md)
 #   --full:  the RFC's exact initiator commands (2 + 6 threads, 30 s each)
 set -euo pipefail
@@ -38,7 +38,7 @@ fg_threads=""
 bg_threads=""
 deadline_us=300   # the deadline variant: deadline = submit time + the foreground SLO
 slo_us=300
-bg_poll=""        # how migration threads wait: spin (the RFC's tebench) or yield
+bg_poll=""        # how migration threads wait: spin (the RFC's tebench), yield or wait (waitTransfer)
 
 die() { echo "run_burst_comparison: $*" >&2; exit 1; }
 need_value() { [ $# -ge 2 ] || die "$1 needs a value"; }
@@ -68,6 +68,10 @@ else
   mode="scaled to this machine"
   : "${duration:=10}" "${warmup:=1}" "${fg_threads:=1}" "${bg_threads:=3}" "${bg_poll:=yield}"
 fi
+case "$bg_poll" in
+  spin | yield | wait) ;;
+  *) die "--bg-poll $bg_poll: spin, yield or wait" ;;
+esac
 threads=$((fg_threads + bg_threads))
 
 tebench="$build/perf/tebench/tebench"
