@@ -185,12 +185,7 @@ class TransferLoop {
         slowFail(std::string("transfer ended ") + std::string(toString(state)));
         return false;
       }
-      if (check_stuck && *seen_ns - t0 > run_->transfer_timeout_ns) {
-        for (size_t i = 0; i < requests_.size(); ++i) (void)run_->engine->cancelTransfer(batch, i);
-        slowFail("a transfer stayed pending longer than --transfer_timeout");
-        run_->abort.store(true);
-        return false;
-      }
+      if (check_stuck && *seen_ns - t0 > run_->transfer_timeout_ns) return failStuck(batch);
       if (plan_.poll_mode == PollMode::kYield) std::this_thread::yield();
     }
   }
@@ -201,12 +196,7 @@ class TransferLoop {
   bool waitEachTask(BatchId batch, int64_t* seen_ns) noexcept {
     for (size_t i = 0; i < requests_.size(); ++i) {
       auto st = run_->engine->waitTransfer(batch, i, run_->transfer_timeout_ns);
-      if (!st.ok() && st.status().code() == StatusCode::kTimeout) {
-        for (size_t j = 0; j < requests_.size(); ++j) (void)run_->engine->cancelTransfer(batch, j);
-        slowFail("a transfer stayed pending longer than --transfer_timeout");
-        run_->abort.store(true);
-        return false;
-      }
+      if (!st.ok() && st.status().code() == StatusCode::kTimeout) return failStuck(batch);
       if (!st.ok()) {
         slowFail("waitTransfer: " + st.status().toString());
         return false;
@@ -218,6 +208,14 @@ class TransferLoop {
     }
     *seen_ns = nowNs();
     return true;
+  }
+
+  // A transfer outlived --transfer_timeout: cancels the batch's tasks and aborts the run.
+  bool failStuck(BatchId batch) noexcept {
+    for (size_t i = 0; i < requests_.size(); ++i) (void)run_->engine->cancelTransfer(batch, i);
+    slowFail("a transfer stayed pending longer than --transfer_timeout");
+    run_->abort.store(true);
+    return false;
   }
 
   // Error path only (allocates the message).
