@@ -1,5 +1,8 @@
 // Typed rte_ring wrappers: work queues of pointers, by default multi-producer /
-// single-consumer.
+// single-consumer. A ring publishes what it carries: whatever a producer wrote
+// before enqueuing a pointer is visible to the consumer that dequeues it (also to
+// ThreadSanitizer, which the wrappers tell), so no other synchronisation is needed
+// to hand an object over.
 // The ring memory is allocated by us and initialised with rte_ring_init, so rings
 // work with or without EAL (manual mode, unit tests).
 #pragma once

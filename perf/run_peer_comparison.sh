@@ -106,7 +106,19 @@ manifest="$out/manifest.tsv"
 load="$out/load.tsv"
 : >"$manifest"
 : >"$load"
-note_load() { printf '%s\t%s\n' "$1" "$(cat /proc/loadavg)" >>"$load"; }
+# The load average, and the share of CPU time the hypervisor took from this VM (steal)
+# since the previous line: on a shared host it moves means and tails more than load.
+prev_stat=""
+note_load() {
+  local now steal=""
+  now=$(grep '^cpu ' /proc/stat)
+  [ -n "$prev_stat" ] && steal=$(awk -v a="$prev_stat" -v b="$now" 'BEGIN {
+    split(a, x, " "); split(b, y, " "); t = 0
+    for (i = 2; i <= 9; i++) t += y[i] - x[i]
+    printf "; steal since the previous line %.0f%%", (t > 0 ? 100 * (y[9] - x[9]) / t : 0) }')
+  prev_stat=$now
+  printf '%s\t%s%s\n' "$1" "$(cat /proc/loadavg)" "$steal" >>"$load"
+}
 record() { printf '%s\t%s\t%s\t%s\t%s\n' "$@" >>"$manifest"; }  # key kind size log command
 
 # ---- background processes (targets, a UCX server): stopped on any exit ------------

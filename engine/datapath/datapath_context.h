@@ -92,11 +92,12 @@ class DatapathContext {
   // Hands the slice to its poller; false when that poller's ring is full.
   bool enqueue(RdmaTask& task, RdmaSlice* slice, SegmentRecord* record = nullptr) const noexcept;
   // Accounts the slice's result (bytes per device and intent, a missed deadline when
-  // it completes its task late) and frees it. Its WR, if any, has completed.
+  // it completes its task late) and frees it (a pool slice). Its WR, if any, has completed.
   void finishSlice(RdmaSlice* slice, SliceResult result) const noexcept;
-  // finishSlice() without the release: the caller returns the slice to the pool
-  // (an lcore batches its pass's finished slices into one SlicePool::releaseBurst).
-  void accountSlice(RdmaSlice* slice, SliceResult result) const noexcept;
+  // finishSlice() without the release: true when the caller returns the slice to the
+  // pool (an lcore batches its pass's finished slices into one SlicePool::releaseBurst);
+  // false for a task's own slice, which the caller must not touch any more.
+  bool accountSlice(RdmaSlice* slice, SliceResult result) const noexcept;
 
  private:
   const config::Config& config_;

@@ -97,6 +97,8 @@ bool DatapathContext::choosePair(RdmaSlice& s, uint32_t local) const noexcept {
   if (peer < 0) return false;
   s.local_device = static_cast<uint16_t>(local);
   s.peer_device = static_cast<uint16_t>(peer);
+  s.lkey = task.local_buffer->lkeys[local];
+  s.rkey = tb.rkeys[static_cast<uint32_t>(peer)];
   return true;
 }
 
@@ -125,23 +127,25 @@ bool DatapathContext::enqueue(RdmaTask& task, RdmaSlice* s, SegmentRecord* rec) 
 }
 
 void DatapathContext::finishSlice(RdmaSlice* s, SliceResult result) const noexcept {
-  accountSlice(s, result);
-  slices_.release(s);
+  if (accountSlice(s, result)) slices_.release(s);
 }
 
-void DatapathContext::accountSlice(RdmaSlice* s, SliceResult result) const noexcept {
+bool DatapathContext::accountSlice(RdmaSlice* s, SliceResult result) const noexcept {
   // Anything but free, queued (the ring owns it) or already accounted.
   s->moveTo(SliceState::kDone, SliceState::kAllocated, SliceState::kPending, SliceState::kStaged,
             SliceState::kPosted, SliceState::kPostedDirect, SliceState::kTimedOut);
   RdmaTask& task = *s->task;
+  // Read before the task may go: a task's own slice goes with it.
+  const bool pooled = !s->task_owned;
   const uint64_t bytes = result == SliceResult::kSuccess ? s->length : 0;
-  const uint64_t deadline = task.request.deadline_ns;  // read before the task may go
-  if (bytes) completions_.addBytes(s->local_device, task.request.intent_type, bytes);
+  const uint64_t deadline = s->deadline_ns;  // read before the task may go
+  if (bytes) completions_.addBytes(s->local_device, s->intent, bytes);
   TransferState published = TransferState::PENDING;
   updateSliceStatus(task, bytes, result, &published);
   // Late but complete: the bytes are there; the deadline counts as missed.
   if (published == TransferState::COMPLETED && deadline != 0 && steadyNowNs() > deadline)
     completions_.countMissed();
+  return pooled;
 }
 
 }  // namespace tent::rdma

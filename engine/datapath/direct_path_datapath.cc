@@ -144,13 +144,14 @@ void DirectPath::post_(RdmaTask& task, uint64_t submit_ns, DirectPlan& plan) noe
     s->init(task, off, piece, static_cast<uint16_t>(p), now);
     s->local_device = static_cast<uint16_t>(l.ctx->index());
     s->peer_device = static_cast<uint16_t>(l.ep->peerDevice());
+    s->lkey = task.local_buffer->lkeys[s->local_device];
+    s->rkey = tb.rkeys[s->peer_device];
     s->endpoint = l.ep;
     s->qp_index = static_cast<uint32_t>(l.slot);
     s->post_ns = now;
-    fabric::Sge sge{s->source_addr, static_cast<uint32_t>(s->length),
-                    task.local_buffer->lkeys[s->local_device]};
-    fabric::SendWr wr{reinterpret_cast<uint64_t>(s), s->opcode, true, 1, &sge, s->target_addr,
-                      tb.rkeys[s->peer_device],      nullptr};
+    fabric::Sge sge{s->source_addr, static_cast<uint32_t>(s->length), s->lkey};
+    fabric::SendWr wr{
+        reinterpret_cast<uint64_t>(s), s->opcode, true, 1, &sge, s->target_addr, s->rkey, nullptr};
     l.ctx->notePosted(l.slot, now, l.ep, s);
     // Before the post: another thread may poll its completion right after it.
     s->moveTo(SliceState::kPostedDirect, SliceState::kAllocated);

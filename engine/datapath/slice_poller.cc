@@ -27,12 +27,11 @@ Status SlicePoller::init(uint32_t ring_size, uint32_t contexts) {
 }
 
 unsigned SlicePoller::enqueue(RdmaSlice* const* slices, unsigned n) noexcept {
-  // Release before the ring: the poller's acquire load of held_ after dequeuing makes
-  // the slices' contents visible in the C++ memory model (and to ThreadSanitizer),
-  // independently of how DPDK's ring orders its own accesses.
-  held_.fetch_add(n, std::memory_order_release);
+  // Counted before the ring, so an lcore deciding whether to sleep sees the slices
+  // (needsPolling_lc). The ring itself publishes the slices' contents (lcore/ring.h).
+  handed_.fetch_add(n, std::memory_order_relaxed);
   unsigned taken = ring_->enqueueBurst(slices, n);
-  if (taken < n) held_.fetch_sub(n - taken, std::memory_order_relaxed);
+  if (taken < n) handed_.fetch_sub(n - taken, std::memory_order_relaxed);
   if (taken != 0) wakeLcore();  // after the ring write: a sleeping lcore wakes (doorbell.h)
   return taken;
 }
@@ -43,7 +42,7 @@ unsigned SlicePoller::enqueue(RdmaSlice* const* slices, unsigned n) noexcept {
 // rail lcore blocks is reaped by its caller's polls; an abandoned one rings the rail
 // lcore (DirectPath::abandon).
 bool SlicePoller::needsPolling_lc() const noexcept {
-  if (held_.load(std::memory_order_relaxed) != 0) return true;
+  if (heldSlices() != 0) return true;
   for (uint32_t n : cq_inflight_)
     if (n != 0) return true;
   if (kind_ != Kind::kRail) return false;

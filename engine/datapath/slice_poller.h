@@ -70,7 +70,11 @@ class SlicePoller final : public lcore::Poller {
   size_t lcore() const noexcept { return lcore_; }
   const PollerCounters& counters() const noexcept { return counters_; }
   // Slices this poller holds (queued, pending or in flight); for tests and stats.
-  uint64_t heldSlices() const noexcept { return held_.load(std::memory_order_relaxed); }
+  uint64_t heldSlices() const noexcept {
+    // released_ first: both only grow and released_ <= handed_ at every instant.
+    const uint64_t released = released_.load(std::memory_order_acquire);
+    return handed_.load(std::memory_order_acquire) - released;
+  }
 
  private:
   struct Chain {
@@ -91,7 +95,7 @@ class SlicePoller final : public lcore::Poller {
   void complete_lc(RdmaSlice* s, fabric::WcStatus status, uint64_t now) noexcept;
   void failOrRetry_lc(RdmaSlice* s, uint64_t now) noexcept;
   void finish_lc(RdmaSlice* s, SliceResult result) noexcept;
-  // Returns the pass's finished slices to the pool (one CAS) and drops them from held_.
+  // Returns the pass's finished slices to the pool (one CAS) and counts them released.
   void flushFinished_lc() noexcept;
   void checkTimeouts_lc(uint64_t now) noexcept;
   // Fails what this poller has posted on a dead device; returns how many.
@@ -137,7 +141,12 @@ class SlicePoller final : public lcore::Poller {
   uint32_t finished_count_ = 0;
 
   PollerCounters counters_;
-  std::atomic<uint64_t> held_{0};
+  // The slices this poller holds are handed_ - released_. Two counters, each with one
+  // kind of writer and its own cache line: a caller's enqueue adds to handed_, the lcore
+  // adds what it lets go of (finished, or forwarded to another poller) to released_,
+  // so neither writes a line the other writes on every transfer.
+  alignas(64) std::atomic<uint64_t> handed_{0};
+  alignas(64) std::atomic<uint64_t> released_{0};
 };
 
 }  // namespace tent::rdma

@@ -45,7 +45,6 @@ unsigned SlicePoller::drainRing_lc() noexcept {
   const unsigned max = dp_.config().workers.burst;  // <= kMaxPost (the config's range)
   unsigned n = ring_->dequeueBurst_sc(burst, max);
   if (n == 0) return 0;
-  (void)held_.load(std::memory_order_acquire);  // pairs with enqueue()'s release
   for (unsigned i = 0; i < n; ++i) pushPending_lc(burst[i]);
   return n;
 }
@@ -53,7 +52,7 @@ unsigned SlicePoller::drainRing_lc() noexcept {
 namespace {
 // Rail pollers serve latency-sensitive slices earliest deadline first.
 uint64_t deadlineKey(const RdmaSlice* s) noexcept {
-  const uint64_t d = s->task->request.deadline_ns;
+  const uint64_t d = s->deadline_ns;
   return d ? d : UINT64_MAX;
 }
 }  // namespace
@@ -236,14 +235,12 @@ SlicePoller::Stage SlicePoller::stageSlice_lc(RdmaSlice* s, uint64_t now) noexce
       chain = &chains_[chain_count_++];
       *chain = Chain{qp, &ctx, nullptr, nullptr, 0};
     }
-    const LocalBuffer& lb = *task.local_buffer;
-    const auto& tb = task.peer->descriptor.buffers[task.target_buffer];
     fabric::Sge& sge = sges_[staged_];
     fabric::SendWr& wr = wrs_[staged_++];
     // s->length <= the max message size (submitWorker), so 32 bits hold it.
-    sge = fabric::Sge{s->source_addr, static_cast<uint32_t>(s->length), lb.lkeys[s->local_device]};
-    wr = fabric::SendWr{reinterpret_cast<uint64_t>(s), s->opcode, true, 1, &sge, s->target_addr,
-                        tb.rkeys[s->peer_device],      nullptr};
+    sge = fabric::Sge{s->source_addr, static_cast<uint32_t>(s->length), s->lkey};
+    wr = fabric::SendWr{
+        reinterpret_cast<uint64_t>(s), s->opcode, true, 1, &sge, s->target_addr, s->rkey, nullptr};
     if (chain->tail)
       chain->tail->next = &wr;
     else
@@ -261,7 +258,7 @@ SlicePoller::Stage SlicePoller::stageSlice_lc(RdmaSlice* s, uint64_t now) noexce
 
 SlicePoller::Stage SlicePoller::forward_lc(RdmaSlice* s) noexcept {
   if (!dp_.enqueue(*s->task, s)) return Stage::kKeep;  // its ring is full: try next pass
-  held_.fetch_sub(1, std::memory_order_relaxed);       // the other poller holds it now
+  bumpLc(released_, 1);                                // the other poller holds it now
   return Stage::kGone;
 }
 
@@ -403,7 +400,10 @@ void SlicePoller::failOrRetry_lc(RdmaSlice* s, uint64_t now) noexcept {
 }
 
 void SlicePoller::finish_lc(RdmaSlice* s, SliceResult result) noexcept {
-  dp_.accountSlice(s, result);
+  if (!dp_.accountSlice(s, result)) {  // a task's own slice: not ours to touch any more
+    bumpLc(released_, 1);
+    return;
+  }
   finished_[finished_count_++] = s;
   if (finished_count_ == kFinishBatch) flushFinished_lc();
 }
@@ -411,7 +411,7 @@ void SlicePoller::finish_lc(RdmaSlice* s, SliceResult result) noexcept {
 void SlicePoller::flushFinished_lc() noexcept {
   if (finished_count_ == 0) return;
   dp_.slicePool().releaseBurst(finished_.data(), finished_count_);
-  held_.fetch_sub(finished_count_, std::memory_order_relaxed);
+  bumpLc(released_, finished_count_);
   finished_count_ = 0;
 }
 

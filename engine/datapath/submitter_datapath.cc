@@ -170,7 +170,9 @@ Status Submitter::submitWorker(RdmaTask& task, uint64_t now) noexcept {
   const uint32_t rr = tls_rr++;
   bool starved = false;
   for (uint64_t k = 0; k < count; ++k) {
-    RdmaSlice* s = starved ? nullptr : datapath_.slicePool().allocate();
+    RdmaSlice* s = count == 1 ? task.takeInlineSlice()
+                   : starved  ? nullptr
+                              : datapath_.slicePool().allocate();
     if (!s) {  // account the slices we cannot carry: the task fails, nothing leaks
       starved = true;
       updateSliceStatus(task, 0, SliceResult::kFailed);
@@ -214,7 +216,10 @@ TransferStatus Submitter::getTransferStatus(RdmaTask& task) noexcept {
   }
   TransferStatus st;
   st.state = task.loadState();
-  st.transferred_bytes = task.transferred_bytes.load(std::memory_order_relaxed);
+  // A pending task of one slice has no progress to report before its end; not reading
+  // the completion line while the task runs leaves it to the core that updates it.
+  if (st.state != TransferState::PENDING || task.slice_count > 1)
+    st.transferred_bytes = task.transferred_bytes.load(std::memory_order_relaxed);
   return st;
 }
 

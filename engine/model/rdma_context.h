@@ -89,7 +89,12 @@ class RdmaContext {
 
   // Device health: `threshold` consecutive errors pause the device for `pause_ns`.
   void recordSliceError(uint32_t threshold, uint64_t pause_ns, uint64_t now_ns) noexcept;
-  void recordSliceSuccess() noexcept { error_streak_.store(0, std::memory_order_relaxed); }
+  // Written only when there is a streak to end: every submitter reads this line
+  // (paused()), and a store per slice would take it from all of them.
+  void recordSliceSuccess() noexcept {
+    if (error_streak_.load(std::memory_order_relaxed) != 0)
+      error_streak_.store(0, std::memory_order_relaxed);
+  }
   bool paused(uint64_t now_ns) const noexcept {
     return paused_until_ns_.load(std::memory_order_relaxed) > now_ns;
   }

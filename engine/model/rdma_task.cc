@@ -33,7 +33,10 @@ void RdmaSlice::init(RdmaTask& owner, uint64_t offset, uint64_t bytes, uint16_t 
   length = bytes;
   opcode = req.opcode == OpCode::READ ? fabric::WrOpcode::kRdmaRead : fabric::WrOpcode::kRdmaWrite;
   segment = req.target_id;
+  deadline_ns = req.deadline_ns;
+  intent = req.intent_type;
   local_device = peer_device = 0;
+  lkey = rkey = 0;
   retries = 0;
   rr_hint = hint;
   endpoint = nullptr;

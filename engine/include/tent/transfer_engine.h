@@ -59,6 +59,8 @@ enum class TransferState : uint8_t {
 
 struct TransferStatus {
   TransferState state = TransferState::INITIAL;
+  // Bytes accounted so far (all of them when COMPLETED). A PENDING request carried by
+  // one WR reports 0: its bytes are accounted together with its end.
   uint64_t transferred_bytes = 0;
 };
 
@@ -208,15 +210,15 @@ struct ControlStats {
 
 // Fleet metadata (metadata.backend; docs/engine.md, "Fleet metadata").
 struct FleetStats {
-  std::string backend;            // "p2p" or "etcd"
-  bool store_up = false;          // etcd: our entry is registered and the store answers
-  uint64_t registrations = 0;     // our entry put (first, and again after the store came back)
+  std::string backend;         // "p2p" or "etcd"
+  bool store_up = false;       // etcd: our entry is registered and the store answers
+  uint64_t registrations = 0;  // our entry put (first, and again after the store came back)
   uint64_t lease_renewals = 0;
-  uint64_t store_errors = 0;      // etcd requests that failed on every member
-  uint64_t lookups = 0;           // entries read by openSegment
+  uint64_t store_errors = 0;          // etcd requests that failed on every member
+  uint64_t lookups = 0;               // entries read by openSegment
   uint64_t lookups_refused_away = 0;  // openSegment failed at once: etcd unreachable
-  uint64_t entries_refused = 0;   // entries or blobs that did not verify (forged)
-  uint64_t watch_events = 0;      // peers' entries changed or removed
+  uint64_t entries_refused = 0;       // entries or blobs that did not verify (forged)
+  uint64_t watch_events = 0;          // peers' entries changed or removed
   uint64_t watch_restarts = 0;
   uint64_t peers_readdressed = 0;  // open segments re-resolved by a watch event
   uint64_t peers_expired = 0;      // open segments marked down by a watch event
@@ -266,7 +268,7 @@ struct Notification {
 };
 
 struct EngineStats {
-  std::string provider;    // "soft" / "verbs" / "tcp"
+  std::string provider;  // "soft" / "verbs" / "tcp"
   // Why that provider serves: "configured (fabric.provider: soft)", "auto: rdma-core
   // lists no RDMA device".
   std::string provider_choice;

@@ -78,5 +78,53 @@ TEST_F(SliceStates, DirectPieceIsPostedDirectUntilItsCallerPollsIt) {
   EXPECT_EQ(in(SliceState::kFree), capacity());
 }
 
+// A one-slice worker task carries its slice inside itself: the pool is not touched,
+// the slice goes Queued -> Posted -> Done and stays with the task, and the task's
+// memory (its batch recycled) carries the next one-slice request the same way.
+TEST_F(SliceStates, OneSliceWorkerTaskCarriesItsOwnSlice) {
+  init("direct: {mode: off}\n");
+  ASSERT_TRUE(waitEndpoints());
+  for (int round = 0; round < 3; ++round) {
+    const auto seed = static_cast<uint8_t>(93 + round);
+    fillPattern(src, 4096, seed);
+    BatchId b = submitOne(bulk(4096));
+    const rdma::RdmaTask* task = engine->taskFor(b, 0);
+    EXPECT_TRUE(task->inline_slice.in(SliceState::kQueued)) << round;
+    EXPECT_EQ(in(SliceState::kFree), capacity()) << round;
+    // Pending and one slice: no progress to report before its end.
+    EXPECT_EQ(engine->getTransferStatus(b, 0)->transferred_bytes, 0u);
+    TransferStatus st = waitTask(*engine, b, 0);
+    EXPECT_EQ(st.state, TransferState::COMPLETED) << round;
+    EXPECT_EQ(st.transferred_bytes, 4096u) << round;
+    EXPECT_EQ(checkPattern(dst, 4096, seed), -1) << round;
+    EXPECT_TRUE(task->inline_slice.in(SliceState::kDone)) << round;
+    ASSERT_TRUE(drainPollers(*engine));  // every poller's held count is back to 0
+    EXPECT_EQ(in(SliceState::kFree), capacity()) << round;
+    ASSERT_TRUE(engine->freeBatch(b).ok());
+  }
+}
+
+// With every pool slice taken by a queued multi-slice task, a one-slice request is
+// still accepted (it needs no pool slice) and both complete with their bytes.
+TEST_F(SliceStates, OneSliceRequestNeedsNoPoolSlice) {
+  init("direct: {mode: off}\n", ", slice_pool: 4");
+  ASSERT_TRUE(waitEndpoints());
+  ASSERT_EQ(capacity(), 4u);
+  constexpr size_t kBig = 4 * 65536;  // four slices of workers.block_size: the whole pool
+  fillPattern(src, kBig + 4096, 97);
+  BatchId big = submitOne(bulk(kBig));
+  EXPECT_EQ(in(SliceState::kFree), 0u);
+  Request small = req(OpCode::WRITE, kBig, 4096, IntentType::MIGRATION);
+  BatchId one = submitOne(small);
+  TransferStatus st_one = waitTask(*engine, one, 0);
+  TransferStatus st_big = waitTask(*engine, big, 0);
+  EXPECT_EQ(st_one.state, TransferState::COMPLETED);
+  EXPECT_EQ(st_big.state, TransferState::COMPLETED);
+  EXPECT_EQ(st_big.transferred_bytes, kBig);
+  EXPECT_EQ(checkPattern(dst, kBig + 4096, 97), -1);
+  ASSERT_TRUE(drainPollers(*engine));
+  EXPECT_EQ(in(SliceState::kFree), capacity());
+}
+
 }  // namespace
 }  // namespace tent::testing
