@@ -14,10 +14,13 @@
 # installs iperf3, sockperf and ucx-utils from Debian when missing. Builds nothing.
 #
 # usage: perf/run_tcp_comparison.sh [--build DIR] [--out DIR] [--duration S] [--rounds N] [--rate R]
+#          [--caller-progress true|false] [--block-size BYTES]
 #   --duration  seconds per measurement (default 5)
 #   --rounds    interleaved rounds of the 4 MiB comparison, medians reported (default 3)
 #   --caller-progress true|false   fabric.tcp.caller_progress of both engines (default false)
 #   --rate      tbf rate of the burst comparison's veth (default 2gbit)
+#   --block-size workers.block_size of both engines (default: the engine's, 65536): the
+#               worker path's slice, one WR each
 set -euo pipefail
 top=$(cd "$(dirname "$0")/.." && pwd)
 build="$top/build"
@@ -26,6 +29,7 @@ duration=5
 rounds=3
 rate=2gbit
 caller_progress=false
+block_size=""
 die() { echo "run_tcp_comparison: $*" >&2; exit 1; }
 while [ $# -gt 0 ]; do
   case "$1" in
@@ -35,13 +39,16 @@ while [ $# -gt 0 ]; do
     --rounds) rounds=$2; shift 2 ;;
     --caller-progress) caller_progress=$2; shift 2 ;;
     --rate) rate=$2; shift 2 ;;
-    -h|--help) sed -n '2,20p' "$0"; exit 0 ;;
+    --block-size) block_size=$2; shift 2 ;;
+    -h|--help) sed -n '2,23p' "$0"; exit 0 ;;
     *) die "unknown argument '$1' (try --help)" ;;
   esac
 done
 [[ "$caller_progress" =~ ^(true|false)$ ]] ||
   die "--caller-progress: true or false, got '$caller_progress'"
 [[ "$rounds" =~ ^[1-9][0-9]{0,2}$ ]] || die "--rounds: an integer in [1, 999], got '$rounds'"
+[[ -z "$block_size" || "$block_size" =~ ^[1-9][0-9]{0,9}$ ]] ||
+  die "--block-size: a positive number of bytes, got '$block_size'"
 [ "$(id -u)" = 0 ] || die "needs root (network namespaces)"
 tebench="$build/perf/tebench/tebench"
 [ -x "$tebench" ] || die "no $tebench; build first (ninja -C $build)"
@@ -106,7 +113,7 @@ put() { printf '%s\t%s\t%s\t%s\n' "$1" "$2" "$3" "$4" | tee -a "$results"; }  # 
 # ---- tent configs ---------------------------------------------------------------
 tent_config() {  # ip file
   cat >"$2" <<EOF
-# Written by perf/run_tcp_comparison.sh: the tcp provider on $1 (two devices, two QPs each).
+# Written by perf/run_tcp_comparison.sh: the tcp provider on $1 (one device).
 fabric:
   provider: tcp
   tcp:
@@ -119,6 +126,7 @@ lcores:
     pollers: ["rail:*", "background"]
 log: {level: warn}
 EOF
+  if [ -n "$block_size" ]; then echo "workers: {block_size: $block_size}" >>"$2"; fi
 }
 tent_config "$ipA" "$out/tent-A.yaml"
 tent_config "$ipB" "$out/tent-B.yaml"
@@ -185,7 +193,7 @@ iperf_gbps=$(echo "$iperf_all" | median)
 tent_gbps=$(echo "$tent_all" | median)
 ucx_gbps=$(echo "$ucx_all" | median)
 put iperf3_gbytes_per_s "$iperf_gbps" GB/s "median of$iperf_all: iperf3 -c $ipA -t $duration -l 1M (one TCP stream), $link"
-put tent_worker_4m_gbytes_per_s "$tent_gbps" GB/s "median of$tent_all: tebench WRITE 4 MiB batch 1, 1 thread, worker path, --poll_mode=wait; provider $tent_provider; link model $tent_link; $link"
+put tent_worker_4m_gbytes_per_s "$tent_gbps" GB/s "median of$tent_all: tebench WRITE 4 MiB batch 1, 1 thread, worker path, --poll_mode=wait; workers.block_size ${block_size:-65536 (the default)}; provider $tent_provider; link model $tent_link; $link"
 put ucx_put_bw_gbytes_per_s "${ucx_gbps:-n/a}" GB/s "median of$ucx_all: UCX_TLS=tcp $ucx_cmd; $link"
 
 # ---- 2. 4 KiB round trip -------------------------------------------------------------

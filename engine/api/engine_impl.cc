@@ -2,6 +2,7 @@
 #include "api/engine_impl.h"
 
 #include "base/clock.h"
+#include "base/cpu_relax.h"
 #include "base/tsc_rate.h"
 #include "control/control_plane.h"
 #include "fabric/select/select_provider.h"
@@ -186,14 +187,34 @@ rdma::RdmaTask* TransferEngineImpl::taskFor(BatchId id, size_t task_id) {
 // Not datapath: the caller asked to wait, so it backs off (spin, pause, sleep).
 Result<TransferStatus> TransferEngineImpl::waitTransfer(BatchId id, size_t task_id,
                                                         uint64_t timeout_ns) {
+  // Spins briefly, then sleeps on the completion bell in naps of at most 100 us: a
+  // task's end rings it, the nap's bound finds what nobody rings for (a direct task
+  // whose CQ only its caller polls).
   lcore::IdleBackoff backoff(lcore::waiterPolicy(100));
+  lcore::WaiterBell& bell = transport_->datapath().completionBell();
+  lcore::WaiterBellSleeper sleeper(bell);
   const uint64_t deadline = clock::engineNowNs() + timeout_ns;
   for (;;) {
+    const uint32_t seen = sleeper.armed() ? bell.sequence() : 0;  // before the check
     auto st = getTransferStatus(id, task_id);
     if (!st.ok() || st->state != TransferState::PENDING) return st;
     if (clock::engineNowNs() >= deadline)
       return Status::Timeout("task " + std::to_string(task_id) + " still pending");
-    backoff.onIdle();
+    uint32_t nap_us = 0;
+    switch (backoff.step(&nap_us)) {
+      case lcore::IdleAction::kSpin:
+        break;
+      case lcore::IdleAction::kPause:
+        cpuRelax();
+        break;
+      case lcore::IdleAction::kSleep:
+        if (!sleeper.armed()) {
+          sleeper.arm();  // registered: check the task once more before the first nap
+        } else {
+          (void)bell.wait(seen, nap_us);
+        }
+        break;
+    }
   }
 }
 

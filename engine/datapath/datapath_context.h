@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "config/config.h"
+#include "lcore/waiter_bell.h"
 #include "model/control_requests.h"
 #include "model/datapath_stats.h"
 #include "model/rdma_task.h"
@@ -56,6 +57,8 @@ class DatapathContext {
   // workers.priority_lane, resolved: latency-sensitive worker slices go to rail pollers.
   bool priorityLane() const noexcept { return priority_lane_; }
   const CompletionCounters& completions() const noexcept { return completions_; }
+  // Rung when a task reaches its terminal state, for callers that sleep in waitTransfer.
+  lcore::WaiterBell& completionBell() const noexcept { return completion_bell_; }
 
   // ---- endpoints ----
   // kReady with *out set; kConnecting after asking for a connect; kFailed when the
@@ -111,6 +114,7 @@ class DatapathContext {
   const uint64_t max_wr_bytes_;
   const bool priority_lane_;
   CompletionCounters completions_;
+  mutable lcore::WaiterBell completion_bell_;
 
   // Devices paused after errors (bit = context index).
   uint64_t pausedMask(uint64_t now) const noexcept;

@@ -142,6 +142,7 @@ bool DatapathContext::accountSlice(RdmaSlice* s, SliceResult result) const noexc
   if (bytes) completions_.addBytes(s->local_device, s->intent, bytes);
   TransferState published = TransferState::PENDING;
   updateSliceStatus(task, bytes, result, &published);
+  if (published != TransferState::PENDING) completion_bell_.ring();  // the task may be gone
   // Late but complete: the bytes are there; the deadline counts as missed.
   if (published == TransferState::COMPLETED && deadline != 0 && steadyNowNs() > deadline)
     completions_.countMissed();

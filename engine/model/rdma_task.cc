@@ -106,8 +106,9 @@ bool updateSliceStatus(RdmaTask& task, uint64_t bytes, SliceResult result,
     // caller that sees the task terminal can unregister the buffer at once.
     task.releaseSource();
     auto expected = static_cast<uint8_t>(TransferState::PENDING);
+    // seq_cst: a sleeping waiter is found by the load that follows (lcore/waiter_bell.h).
     finished = task.state.compare_exchange_strong(expected, static_cast<uint8_t>(to),
-                                                  std::memory_order_acq_rel);
+                                                  std::memory_order_seq_cst);
     if (finished && published) *published = to;
   }
   // Last: after this the batch may be freed by another thread.

@@ -39,7 +39,10 @@ std::vector<SegmentBufferInfo> segmentBufferInfos(const metadata::SegmentDescrip
   std::vector<SegmentBufferInfo> out;
   out.reserve(d.buffers.size());
   for (const auto& b : d.buffers) {
-    SegmentBufferInfo info{b.addr, b.length, b.regions.empty() ? "*" : b.regions.front().location};
+    SegmentBufferInfo info;
+    info.addr = b.addr;
+    info.length = b.length;
+    info.location = b.regions.empty() ? "*" : b.regions.front().location;
     info.name = b.name;
     info.seq = b.seq;
     if (b.access != 0) info.access = static_cast<MemoryAccess>(b.access);

@@ -422,8 +422,9 @@ class TransferEngine {
   virtual Result<TransferStatus> getBatchTransferStatus(BatchId batch) = 0;
   // Marks a task canceled; WRs already posted drain through normal completion.
   virtual Status cancelTransfer(BatchId batch, size_t task_id) = 0;
-  // Polls with backoff until the task leaves PENDING or `timeout_ns` passes
-  // (then Status Timeout). For callers that must not spin.
+  // Polls until the task leaves PENDING or `timeout_ns` passes (then Status Timeout):
+  // spins briefly, then sleeps until a task of the engine ends (the thread that ends
+  // it wakes sleeping waiters) or 100 us pass. For callers that must not spin.
   virtual Result<TransferStatus> waitTransfer(BatchId batch, size_t task_id,
                                               uint64_t timeout_ns) = 0;
 

@@ -3,6 +3,8 @@
 #include <gtest/gtest.h>
 
 #include <cstdlib>
+#include <optional>
+#include <thread>
 #include <vector>
 
 #include "fabric/soft/soft_faults.h"
@@ -246,6 +248,29 @@ TEST_F(SimTransfer, WaitTransferTimesOutWithoutProgress) {
   auto st = engine->waitTransfer(*b, 0, 2'000'000);
   EXPECT_EQ(st.status().code(), StatusCode::kTimeout);
   EXPECT_EQ(waitTask(*engine, *b, 0).state, TransferState::COMPLETED);
+}
+
+// A caller asleep in waitTransfer is woken by its task's end (the completion bell), not
+// only by its nap's bound: the lcore that finishes the task finds it registered and rings.
+TEST_F(SimTransfer, WaitTransferSleepsOnTheCompletionBell) {
+  fillPattern(src, 4096, 9);
+  auto b = engine->allocateBatch(1);
+  Request r = req(OpCode::WRITE, src, dst, 4096);
+  ASSERT_TRUE(engine->submitTransfer(*b, {&r, 1}).ok());
+  lcore::WaiterBell& bell = engine->transport().datapath().completionBell();
+  const uint64_t wakes_before = bell.wakes();
+  std::optional<Result<TransferStatus>> st;
+  std::thread waiter([&] { st.emplace(engine->waitTransfer(*b, 0, 60'000'000'000ull)); });
+  // Manual mode: nothing moves until the test steps the pollers; the waiter spins, then
+  // registers on the bell and sleeps.
+  ASSERT_TRUE(eventually([&] { return bell.sleepers() != 0; }));
+  ASSERT_TRUE(drainPollers(*engine));
+  waiter.join();
+  ASSERT_TRUE(st.has_value() && st->ok());
+  EXPECT_EQ((*st)->state, TransferState::COMPLETED);
+  EXPECT_EQ(checkPattern(dst, 4096, 9), -1);
+  EXPECT_GT(bell.wakes(), wakes_before);
+  EXPECT_EQ(bell.sleepers(), 0u);  // the waiter left the bell when it returned
 }
 
 }  // namespace
