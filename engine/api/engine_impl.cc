@@ -1,5 +1,6 @@
 // Control path of the public API: engine construction, memory, segments, batches.
 #include "api/engine_impl.h"
+#include "api/wait_nap.h"
 
 #include "base/clock.h"
 #include "base/cpu_relax.h"
@@ -187,10 +188,10 @@ rdma::RdmaTask* TransferEngineImpl::taskFor(BatchId id, size_t task_id) {
 // Not datapath: the caller asked to wait, so it backs off (spin, pause, sleep).
 Result<TransferStatus> TransferEngineImpl::waitTransfer(BatchId id, size_t task_id,
                                                         uint64_t timeout_ns) {
-  // Spins briefly, then sleeps on the completion bell in naps of at most 100 us: a
-  // task's end rings it, the nap's bound finds what nobody rings for (a direct task
-  // whose CQ only its caller polls).
-  lcore::IdleBackoff backoff(lcore::waiterPolicy(100));
+  // Spins briefly, then sleeps on the completion bell: a task's end rings it, the nap's
+  // bound (api/wait_nap.h) finds what nobody rings for (a direct task whose CQ only its
+  // caller polls).
+  lcore::IdleBackoff backoff(lcore::waiterPolicy(kWorkerWaitNapUs));
   lcore::WaiterBell& bell = transport_->datapath().completionBell();
   lcore::WaiterBellSleeper sleeper(bell);
   const uint64_t deadline = clock::engineNowNs() + timeout_ns;
@@ -198,10 +199,11 @@ Result<TransferStatus> TransferEngineImpl::waitTransfer(BatchId id, size_t task_
     const uint32_t seen = sleeper.armed() ? bell.sequence() : 0;  // before the check
     auto st = getTransferStatus(id, task_id);
     if (!st.ok() || st->state != TransferState::PENDING) return st;
-    if (clock::engineNowNs() >= deadline)
+    const uint64_t now = clock::engineNowNs();
+    if (now >= deadline)
       return Status::Timeout("task " + std::to_string(task_id) + " still pending");
-    uint32_t nap_us = 0;
-    switch (backoff.step(&nap_us)) {
+    uint32_t backoff_us = 0;
+    switch (backoff.step(&backoff_us)) {
       case lcore::IdleAction::kSpin:
         break;
       case lcore::IdleAction::kPause:
@@ -211,7 +213,9 @@ Result<TransferStatus> TransferEngineImpl::waitTransfer(BatchId id, size_t task_
         if (!sleeper.armed()) {
           sleeper.arm();  // registered: check the task once more before the first nap
         } else {
-          (void)bell.wait(seen, nap_us);
+          const rdma::RdmaTask* task = taskFor(id, task_id);  // there: its status was read
+          const bool direct = task != nullptr && task->direct.load(std::memory_order_acquire);
+          (void)bell.wait(seen, waitNapUs(direct, backoff_us, deadline - now));
         }
         break;
     }

@@ -424,7 +424,9 @@ class TransferEngine {
   virtual Status cancelTransfer(BatchId batch, size_t task_id) = 0;
   // Polls until the task leaves PENDING or `timeout_ns` passes (then Status Timeout):
   // spins briefly, then sleeps until a task of the engine ends (the thread that ends
-  // it wakes sleeping waiters) or 100 us pass. For callers that must not spin.
+  // it wakes sleeping waiters), in naps of at most 2 ms for a worker-path task and
+  // 100 us for a direct one (only its caller's polls find its end), never past the
+  // timeout. For callers that must not spin.
   virtual Result<TransferStatus> waitTransfer(BatchId batch, size_t task_id,
                                               uint64_t timeout_ns) = 0;
 
