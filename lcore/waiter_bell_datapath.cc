@@ -1,26 +1,14 @@
 // WaiterBell's futex calls: the wake (a completer found a sleeper) and the waiter's
 // bounded wait. No allocation, no logging; the only syscalls are the futex.
 #include <linux/futex.h>
-#include <sys/syscall.h>
 #include <time.h>
-#include <unistd.h>
 
 #include <climits>
 
+#include "lcore/futex.h"
 #include "lcore/waiter_bell.h"
 
 namespace tent::lcore {
-
-namespace {
-
-long bellFutex(std::atomic<uint32_t>& word, int op, uint32_t val, const timespec* t) noexcept {
-  static_assert(sizeof(std::atomic<uint32_t>) == sizeof(uint32_t),
-                "the futex word is the atomic's storage");
-  // datapath-lint: allow(syscall) the waiter bell's wake and wait
-  return syscall(SYS_futex, reinterpret_cast<uint32_t*>(&word), op, val, t, nullptr, 0);
-}
-
-}  // namespace
 
 void WaiterBell::arm() noexcept {
   sleepers_.fetch_add(1, std::memory_order_seq_cst);
@@ -32,7 +20,7 @@ void WaiterBell::arm() noexcept {
 void WaiterBell::wakeAll() noexcept {
   sequence_.fetch_add(1, std::memory_order_seq_cst);
   wakes_.fetch_add(1, std::memory_order_relaxed);
-  (void)bellFutex(sequence_, FUTEX_WAKE_PRIVATE, INT_MAX, nullptr);
+  (void)futexCall(sequence_, FUTEX_WAKE_PRIVATE, INT_MAX, nullptr);
 }
 
 bool WaiterBell::wait(uint32_t seen, uint32_t us) noexcept {
@@ -40,7 +28,7 @@ bool WaiterBell::wait(uint32_t seen, uint32_t us) noexcept {
   // FUTEX_WAIT's timeout is relative: a spurious wake-up ends this nap early, and the
   // caller's loop checks its task and naps again.
   timespec t{static_cast<time_t>(us / 1000000), static_cast<long>(us % 1000000) * 1000};
-  (void)bellFutex(sequence_, FUTEX_WAIT_PRIVATE, seen, &t);
+  (void)futexCall(sequence_, FUTEX_WAIT_PRIVATE, seen, &t);
   return sequence_.load(std::memory_order_seq_cst) != seen;
 }
 

@@ -227,7 +227,10 @@ metadata::SegmentDescriptor LocalMemory::buildDescriptor(const LocalBufferTable&
         {ctx->name(), ctx->device().portIdentity(), ctx->device().info().numa_node});
   uint32_t ranked[kMaxDevices];
   for (const auto& b : table.buffers) {
-    metadata::BufferDescriptor bd{b->addr, b->length, {}, b->rkeys};
+    metadata::BufferDescriptor bd;
+    bd.addr = b->addr;
+    bd.length = b->length;
+    bd.rkeys = b->rkeys;
     bd.name = b->name;
     bd.access = b->remote_access;
     bd.seq = b->seq;
