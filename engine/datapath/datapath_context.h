@@ -101,6 +101,11 @@ class DatapathContext {
   // pool (an lcore batches its pass's finished slices into one SlicePool::releaseBurst);
   // false for a task's own slice, which the caller must not touch any more.
   bool accountSlice(RdmaSlice* slice, SliceResult result) const noexcept;
+  // updateSliceStatus(), then the completion bell when that ended the task: the one way
+  // the datapath accounts a result, so no task's end goes unrung (api/wait_nap.h relies
+  // on it). Returns the state it published (PENDING: the task goes on). After it
+  // returns the task may be gone.
+  TransferState settleSlice(RdmaTask& task, uint64_t bytes, SliceResult result) const noexcept;
 
  private:
   const config::Config& config_;

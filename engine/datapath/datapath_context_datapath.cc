@@ -140,13 +140,19 @@ bool DatapathContext::accountSlice(RdmaSlice* s, SliceResult result) const noexc
   const uint64_t bytes = result == SliceResult::kSuccess ? s->length : 0;
   const uint64_t deadline = s->deadline_ns;  // read before the task may go
   if (bytes) completions_.addBytes(s->local_device, s->intent, bytes);
-  TransferState published = TransferState::PENDING;
-  updateSliceStatus(task, bytes, result, &published);
-  if (published != TransferState::PENDING) completion_bell_.ring();  // the task may be gone
+  const TransferState published = settleSlice(task, bytes, result);
   // Late but complete: the bytes are there; the deadline counts as missed.
   if (published == TransferState::COMPLETED && deadline != 0 && steadyNowNs() > deadline)
     completions_.countMissed();
   return pooled;
+}
+
+TransferState DatapathContext::settleSlice(RdmaTask& task, uint64_t bytes,
+                                           SliceResult result) const noexcept {
+  TransferState published = TransferState::PENDING;
+  updateSliceStatus(task, bytes, result, &published);
+  if (published != TransferState::PENDING) completion_bell_.ring();  // the task may be gone
+  return published;
 }
 
 }  // namespace tent::rdma

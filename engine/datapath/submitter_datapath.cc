@@ -175,8 +175,7 @@ Status Submitter::submitWorker(RdmaTask& task, uint64_t now) noexcept {
                               : datapath_.slicePool().allocate();
     if (!s) {  // account the slices we cannot carry: the task fails, nothing leaks
       starved = true;
-      // The task's end when its posted slices finished first: waiters are rung here too.
-      if (updateSliceStatus(task, 0, SliceResult::kFailed)) datapath_.completionBell().ring();
+      (void)datapath_.settleSlice(task, 0, SliceResult::kFailed);
       continue;
     }
     uint64_t off = 0, len = 0;
