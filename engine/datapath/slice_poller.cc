@@ -18,8 +18,8 @@ SlicePoller::~SlicePoller() = default;
 // datapath-lint: allow(setup) builds the ring before the poller is attached
 Status SlicePoller::init(uint32_t ring_size, uint32_t contexts) {
   static std::atomic<uint32_t> serial{0};
-  auto ring = lcore::Ring<RdmaSlice>::create("tent_sp" + std::to_string(serial.fetch_add(1)),
-                                             ring_size, /*single_consumer=*/true);
+  auto ring = lcore::SlotRing<RdmaSlice>::create("tent_sp" + std::to_string(serial.fetch_add(1)),
+                                                 ring_size);
   if (!ring.ok()) return ring.status().withContext("poller ring");
   ring_ = std::move(ring).value();
   cq_inflight_.assign(contexts, 0);
@@ -28,7 +28,7 @@ Status SlicePoller::init(uint32_t ring_size, uint32_t contexts) {
 
 unsigned SlicePoller::enqueue(RdmaSlice* const* slices, unsigned n) noexcept {
   // Counted before the ring, so an lcore deciding whether to sleep sees the slices
-  // (needsPolling_lc). The ring itself publishes the slices' contents (lcore/ring.h).
+  // (needsPolling_lc). The ring itself publishes the slices' contents (lcore/slot_ring.h).
   handed_.fetch_add(n, std::memory_order_relaxed);
   unsigned taken = ring_->enqueueBurst(slices, n);
   if (taken < n) handed_.fetch_sub(n - taken, std::memory_order_relaxed);

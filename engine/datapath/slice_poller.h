@@ -15,7 +15,7 @@
 
 #include "fabric/fabric.h"
 #include "lcore/poller.h"
-#include "lcore/ring.h"
+#include "lcore/slot_ring.h"
 #include "model/rdma_task.h"
 
 namespace tent::rdma {
@@ -117,7 +117,7 @@ class SlicePoller final : public lcore::Poller {
   Kind kind_;
   size_t lcore_;
   std::string name_;
-  std::unique_ptr<lcore::Ring<RdmaSlice>> ring_;
+  std::unique_ptr<lcore::SlotRing<RdmaSlice>> ring_;
   std::vector<RdmaContext*> rail_contexts_;
   std::vector<uint32_t> cq_inflight_;  // per context: WRs posted on our CQ, not yet polled
 

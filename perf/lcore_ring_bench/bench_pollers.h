@@ -8,8 +8,8 @@
 #include <cstdint>
 #include <vector>
 
+#include "bench_ring.h"
 #include "lcore/poller.h"
-#include "lcore/ring.h"
 
 namespace tent::bench {
 
@@ -39,7 +39,7 @@ class BenchPoller : public lcore::Poller {
 // The first `warmup` rounds are not recorded.
 class PingPoller final : public BenchPoller {
  public:
-  PingPoller(lcore::RawRing& out, lcore::RawRing& in, uint64_t rounds, uint64_t warmup)
+  PingPoller(BenchRing& out, BenchRing& in, uint64_t rounds, uint64_t warmup)
       : out_(out), in_(in), rounds_(rounds), warmup_(warmup) {
     rtt_cycles_.reserve(rounds);  // no allocation on the lcore
   }
@@ -64,8 +64,8 @@ class PingPoller final : public BenchPoller {
   std::vector<uint64_t>& rttCycles() noexcept { return rtt_cycles_; }
 
  private:
-  lcore::RawRing& out_;
-  lcore::RawRing& in_;
+  BenchRing& out_;
+  BenchRing& in_;
   const uint64_t rounds_;
   const uint64_t warmup_;
   uint64_t seq_ = 1;
@@ -77,7 +77,7 @@ class PingPoller final : public BenchPoller {
 // Echoes every number it receives, checking they arrive in order.
 class PongPoller final : public BenchPoller {
  public:
-  PongPoller(lcore::RawRing& in, lcore::RawRing& out) : in_(in), out_(out) {}
+  PongPoller(BenchRing& in, BenchRing& out) : in_(in), out_(out) {}
   lcore::PollResult poll_lc() noexcept override {
     void* obj;
     if (in_.dequeueBurst_sc(&obj, 1) == 0) return lcore::PollResult::kIdle;
@@ -89,15 +89,15 @@ class PongPoller final : public BenchPoller {
   std::string_view name() const noexcept override { return "bench-pong"; }
 
  private:
-  lcore::RawRing& in_;
-  lcore::RawRing& out_;
+  BenchRing& in_;
+  BenchRing& out_;
   uint64_t expected_ = 1;
 };
 
 // Streams `total` numbers into the ring, one per call or `burst` at a time.
 class ProducerPoller final : public BenchPoller {
  public:
-  ProducerPoller(lcore::RawRing& ring, uint64_t total, unsigned burst)
+  ProducerPoller(BenchRing& ring, uint64_t total, unsigned burst)
       : ring_(ring),
         total_(total),
         burst_(burst < 1           ? 1
@@ -125,7 +125,7 @@ class ProducerPoller final : public BenchPoller {
   static constexpr unsigned kMaxBurst = 256;
 
  private:
-  lcore::RawRing& ring_;
+  BenchRing& ring_;
   const uint64_t total_;
   const unsigned burst_;
   uint64_t next_ = 1;
@@ -136,7 +136,7 @@ class ProducerPoller final : public BenchPoller {
 // stamps the TSC when the last number arrives.
 class ConsumerPoller final : public BenchPoller {
  public:
-  ConsumerPoller(lcore::RawRing& ring, uint64_t total, unsigned burst)
+  ConsumerPoller(BenchRing& ring, uint64_t total, unsigned burst)
       : ring_(ring),
         total_(total),
         burst_(burst < 1                           ? 1
@@ -159,7 +159,7 @@ class ConsumerPoller final : public BenchPoller {
   uint64_t finishedAt() const noexcept { return finished_at_.load(std::memory_order_relaxed); }
 
  private:
-  lcore::RawRing& ring_;
+  BenchRing& ring_;
   const uint64_t total_;
   const unsigned burst_;
   uint64_t expected_ = 1;

@@ -24,7 +24,7 @@ void* encode(uint64_t producer, uint64_t seq) {
 // Drains the ring; checks that each producer's objects arrive in its order.
 class FanInConsumer final : public lcore::Poller {
  public:
-  FanInConsumer(lcore::RawRing& ring, uint64_t total) : ring_(ring), total_(total) {}
+  FanInConsumer(BenchRing& ring, uint64_t total) : ring_(ring), total_(total) {}
   lcore::PollResult poll_lc() noexcept override {
     if (received_ == total_) return lcore::PollResult::kIdle;
     void* objs[32];
@@ -48,7 +48,7 @@ class FanInConsumer final : public lcore::Poller {
   uint64_t finishedAt() const noexcept { return finished_at_.load(std::memory_order_relaxed); }
 
  private:
-  lcore::RawRing& ring_;
+  BenchRing& ring_;
   const uint64_t total_;
   uint64_t received_ = 0;
   uint64_t expected_[kMaxProducers] = {};
@@ -59,8 +59,7 @@ class FanInConsumer final : public lcore::Poller {
 
 // One producer thread: `bulks` enqueueBulk calls of kBulk objects, timing each
 // successful call; yields when the ring is full.
-void produce(lcore::RawRing& ring, unsigned producer, uint64_t bulks,
-             std::vector<uint64_t>* times) {
+void produce(BenchRing& ring, unsigned producer, uint64_t bulks, std::vector<uint64_t>* times) {
   uint64_t seq = 1;
   void* objs[kBulk];
   for (uint64_t b = 0; b < bulks;) {
@@ -90,13 +89,11 @@ void fillEnqueueStats(std::vector<uint64_t>& all, double tsc_hz, FanInResult* r)
 }  // namespace
 
 FanInResult runFanIn(lcore::Runtime& rt, size_t lcore, unsigned producers, uint64_t objects,
-                     lcore::RingSync producer_sync, double tsc_hz, unsigned limit_s) {
+                     RingKind producer_kind, double tsc_hz, unsigned limit_s) {
   FanInResult result;
   producers = std::clamp(producers, 1u, kMaxProducers);
   const uint64_t bulks = std::max<uint64_t>(1, objects / kBulk / producers);
-  lcore::RingOptions options;
-  options.producers = producer_sync;
-  auto ring = lcore::RawRing::create("bench-fan-in", 4096, options);
+  auto ring = makeBenchRing("bench-fan-in", 4096, producer_kind);
   if (!ring.ok()) return result;
   // On the heap: after a timeout the lcore may still run it, so it is leaked then.
   auto consumer_owner = std::make_unique<FanInConsumer>(**ring, bulks * kBulk * producers);

@@ -1,12 +1,12 @@
 // Fan-in phase of lcore_ring_bench: N application threads (unpinned, typically more
 // than there are cores) enqueue onto one ring that a poller on an lcore drains. It
 // measures what tent's callers see when they hand work to an lcore, and shows why
-// tent's rings use RTS producers (compare --producer-sync=classic).
+// tent's rings never make producers wait for each other (compare --producer_sync=classic).
 #pragma once
 
 #include <cstdint>
 
-#include "lcore/ring.h"
+#include "bench_ring.h"
 #include "lcore/runtime.h"
 
 namespace tent::bench {
@@ -23,6 +23,6 @@ struct FanInResult {
 // bulks of 8. Gives up after `limit_s` seconds (finished = false); the producer
 // threads may then still be stuck, so the caller must end the process.
 FanInResult runFanIn(lcore::Runtime& rt, size_t lcore, unsigned producers, uint64_t objects,
-                     lcore::RingSync producer_sync, double tsc_hz, unsigned limit_s);
+                     RingKind producer_kind, double tsc_hz, unsigned limit_s);
 
 }  // namespace tent::bench

@@ -29,12 +29,12 @@ DEFINE_string(cpus, "",
               "CPUs of the two lcores 'a,b', -1 = unpinned (empty: the first two CPUs this "
               "process may use, or unpinned with only one)");
 DEFINE_uint32(producers, 4, "application threads of the fan-in run, 1..64");
-DEFINE_string(producer_sync, "rts",
-              "producer mode of the fan-in ring: rts (tent's default) or classic (DPDK's "
-              "default MP mode, for comparison)");
-DEFINE_string(ring_sync, "rts",
-              "producer mode of the ping-pong and throughput rings: rts, classic or single "
-              "(each has one producer)");
+DEFINE_string(producer_sync, "slot",
+              "the fan-in ring: slot (the pollers' SlotRing), rts (tent's RawRing default) or "
+              "classic (DPDK's default MP mode, for comparison)");
+DEFINE_string(ring_sync, "slot",
+              "the ping-pong and throughput rings: slot, rts, classic or single (rte_ring "
+              "single producer; each of these rings has one producer)");
 
 namespace tent::bench {
 namespace {
@@ -50,36 +50,14 @@ struct Options {
   unsigned burst = 32;
   int cpus[2] = {-1, -1};
   unsigned producers = 4;
-  lcore::RingSync producer_sync = lcore::RingSync::kRts;
-  lcore::RingSync ring_sync = lcore::RingSync::kRts;  // ping-pong and throughput rings
+  RingKind producer_kind = RingKind::kSlot;  // the fan-in ring
+  RingKind ring_kind = RingKind::kSlot;      // ping-pong and throughput rings
 };
 
 constexpr const char* kUsage =
     "usage: lcore_ring_bench [--iterations=N] [--burst=N] [--cpus=a,b] [--producers=N]\n"
-    "                        [--producer_sync=rts|classic] [--ring_sync=rts|classic|single]";
-
-const char* syncName(lcore::RingSync sync) {
-  switch (sync) {
-    case lcore::RingSync::kClassic:
-      return "classic";
-    case lcore::RingSync::kSingle:
-      return "single";
-    default:
-      return "rts";
-  }
-}
-
-bool parseSync(const std::string& text, lcore::RingSync* out) {
-  if (text == "rts")
-    *out = lcore::RingSync::kRts;
-  else if (text == "classic")
-    *out = lcore::RingSync::kClassic;
-  else if (text == "single")
-    *out = lcore::RingSync::kSingle;
-  else
-    return false;
-  return true;
-}
+    "                        [--producer_sync=slot|rts|classic]\n"
+    "                        [--ring_sync=slot|rts|classic|single]";
 
 bool parseUnsigned(const std::string& text, uint64_t max, uint64_t* out) {
   if (text.empty() || text.find_first_not_of("0123456789") != std::string::npos) return false;
@@ -129,14 +107,13 @@ bool readFlags(Options* o) {
     return bad("burst", std::to_string(FLAGS_burst));
   if (FLAGS_producers < 1 || FLAGS_producers > 64)
     return bad("producers", std::to_string(FLAGS_producers));
-  if (FLAGS_producer_sync != "rts" && FLAGS_producer_sync != "classic")
+  if (!parseRingKind(FLAGS_producer_sync, &o->producer_kind) ||
+      o->producer_kind == RingKind::kSingle)  // several producer threads
     return bad("producer_sync", FLAGS_producer_sync);
-  if (!parseSync(FLAGS_ring_sync, &o->ring_sync)) return bad("ring_sync", FLAGS_ring_sync);
+  if (!parseRingKind(FLAGS_ring_sync, &o->ring_kind)) return bad("ring_sync", FLAGS_ring_sync);
   o->iterations = FLAGS_iterations;
   o->burst = FLAGS_burst;
   o->producers = FLAGS_producers;
-  o->producer_sync =
-      FLAGS_producer_sync == "classic" ? lcore::RingSync::kClassic : lcore::RingSync::kRts;
   if (!FLAGS_cpus.empty()) {
     const std::string& v = FLAGS_cpus;
     const size_t comma = v.find(',');
@@ -205,16 +182,14 @@ Latency oneWayLatency(std::vector<uint64_t>& rtt, double tsc_hz) {
   return l;
 }
 
-// The producer side of the ping-pong and throughput rings (one producer each, so
-// `single` is allowed there); their consumer side is always single.
-Result<std::unique_ptr<lcore::RawRing>> makeRing(const char* name, lcore::RingSync producers) {
-  return lcore::RawRing::create(name, kRingSize,
-                                lcore::RingOptions{producers, lcore::RingSync::kSingle});
+// The ping-pong and throughput rings (one producer each, so `single` is allowed there).
+Result<std::unique_ptr<BenchRing>> makeRing(const char* name, RingKind kind) {
+  return makeBenchRing(name, kRingSize, kind);
 }
 
 bool measureLatency(lcore::Runtime& rt, const Options& o, double tsc_hz, Latency* out) {
-  auto ping = makeRing("bench-ping", o.ring_sync);
-  auto pong = makeRing("bench-pong", o.ring_sync);
+  auto ping = makeRing("bench-ping", o.ring_kind);
+  auto pong = makeRing("bench-pong", o.ring_kind);
   if (!ping.ok() || !pong.ok()) return false;
   const uint64_t warmup = std::min<uint64_t>(o.iterations / 10, 10000);
   PingPoller pinger(**ping, **pong, o.iterations, warmup);
@@ -227,7 +202,7 @@ bool measureLatency(lcore::Runtime& rt, const Options& o, double tsc_hz, Latency
 bool measureThroughput(lcore::Runtime& rt, const Options& o, unsigned burst, double tsc_hz,
                        double* ops_per_s) {
   const uint64_t objects = o.iterations * kObjectsPerIteration;
-  auto ring = makeRing("bench-stream", o.ring_sync);
+  auto ring = makeRing("bench-stream", o.ring_kind);
   if (!ring.ok()) return false;
   ProducerPoller producer(**ring, objects, burst);
   ConsumerPoller consumer(**ring, objects, burst);
@@ -257,10 +232,11 @@ struct Figures {
 
 void printTable(const Options& o, double tsc_hz, const Figures& f, double load) {
   std::printf(
-      "lcore_ring_bench: lcores on CPU %s and %s, TSC %.3f GHz, tent RawRing (rte_ring, %s "
-      "producers, single consumer, %u slots), load average %.2f\n",
-      cpuText(o.cpus[0]).c_str(), cpuText(o.cpus[1]).c_str(), tsc_hz / 1e9, syncName(o.ring_sync),
-      kRingSize, load);
+      "lcore_ring_bench: lcores on CPU %s and %s, TSC %.3f GHz, ring %s (slot: SlotRing; "
+      "otherwise rte_ring with those producers), single consumer, %u slots, load average "
+      "%.2f\n",
+      cpuText(o.cpus[0]).c_str(), cpuText(o.cpus[1]).c_str(), tsc_hz / 1e9,
+      ringKindName(o.ring_kind), kRingSize, load);
   auto row = [](const std::string& name, double value, const char* fmt) {
     std::printf("%-52s ", name.c_str());
     std::printf(fmt, value);
@@ -274,7 +250,7 @@ void printTable(const Options& o, double tsc_hz, const Figures& f, double load) 
   row("throughput single enqueue/dequeue (obj/s)", f.single, "%14.3e");
   row("throughput burst " + std::to_string(o.burst) + " (obj/s)", f.burst, "%14.3e");
   const std::string fan = "fan-in " + std::to_string(o.producers) + " threads, " +
-                          syncName(o.producer_sync) + ", bulk 8";
+                          ringKindName(o.producer_kind) + ", bulk 8";
   row(fan + " (obj/s)", f.fan_in.obj_per_s, "%14.3e");
   row(fan + " enqueue p99 (ns)", f.fan_in.enqueue_p99_ns, "%14.1f");
   row(fan + " enqueue p999 (ns)", f.fan_in.enqueue_p999_ns, "%14.1f");
@@ -294,7 +270,7 @@ void printJson(const Options& o, double tsc_hz, const Figures& f, double load) {
       {"tsc_hz", tsc_hz},
       {"load_average_1m", load},
       {"ring_slots", kRingSize},
-      {"ring_sync", syncName(o.ring_sync)},
+      {"ring", ringKindName(o.ring_kind)},
       {"round_trips", o.iterations},
       {"objects", o.iterations * kObjectsPerIteration},
       {"handoff_one_way_ns",
@@ -305,7 +281,7 @@ void printJson(const Options& o, double tsc_hz, const Figures& f, double load) {
       {"throughput_obj_per_s", {{"single", f.single}, {"burst", f.burst}, {"burst_size", o.burst}}},
       {"fan_in",
        {{"producers", o.producers},
-        {"producer_sync", syncName(o.producer_sync)},
+        {"ring", ringKindName(o.producer_kind)},
         {"bulk", 8},
         {"finished", fi.finished},
         {"obj_per_s", fi.obj_per_s},
@@ -339,11 +315,11 @@ int run(int argc, char** argv) {
       !measureThroughput(**rt, o, o.burst, tsc_hz, &f.burst)) {
     return 1;
   }
-  f.fan_in = runFanIn(**rt, 1, o.producers, objects, o.producer_sync, tsc_hz, kFanInLimitS);
+  f.fan_in = runFanIn(**rt, 1, o.producers, objects, o.producer_kind, tsc_hz, kFanInLimitS);
   if (!f.fan_in.finished) {
     // Producers are stuck (classic mode convoy): report and end the process without joining.
     std::printf("fan-in with %u %s producers did not finish within %u s\n", o.producers,
-                syncName(o.producer_sync), kFanInLimitS);
+                ringKindName(o.producer_kind), kFanInLimitS);
     std::fflush(stdout);
     std::_Exit(1);
   }
