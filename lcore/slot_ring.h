@@ -49,6 +49,9 @@ class RawSlotRing {
   unsigned dequeueBurst_sc(void** objs, unsigned n) noexcept;
   // Claimed and not yet dequeued (a snapshot; includes claims not yet stored).
   unsigned count() const noexcept;
+  // Every position ever claimed (only grows): an enqueue counts here before it
+  // stores its slots, so a consumer deciding whether to sleep sees work in transit.
+  uint64_t claimed() const noexcept { return head_.load(std::memory_order_acquire); }
   unsigned capacity() const noexcept { return mask_ + 1; }
   const std::string& name() const noexcept { return name_; }
 
@@ -91,6 +94,7 @@ class SlotRing {
     return raw_->dequeueBurst_sc(reinterpret_cast<void**>(objs), n);
   }
   unsigned count() const noexcept { return raw_->count(); }
+  uint64_t claimed() const noexcept { return raw_->claimed(); }
   unsigned capacity() const noexcept { return raw_->capacity(); }
 
  private:

@@ -1,6 +1,8 @@
 // RawSlotRing enqueue/dequeue (lcore/slot_ring.h has the protocol and why).
 #include "lcore/slot_ring.h"
 
+#include <cassert>
+
 namespace tent::lcore {
 
 unsigned RawSlotRing::claim(unsigned n, bool all, uint64_t* start) noexcept {
@@ -32,8 +34,10 @@ bool RawSlotRing::enqueue(void* obj) noexcept {
 
 void RawSlotRing::store(uint64_t start, void* const* objs, unsigned n) noexcept {
   // Release: what the producer wrote before is the consumer's once it loads the slot.
-  for (unsigned i = 0; i < n; ++i)
+  for (unsigned i = 0; i < n; ++i) {
+    assert(objs[i] != nullptr);  // a null slot reads as not yet stored: the ring would stall
     slots_[(start + i) & mask_].store(objs[i], std::memory_order_release);
+  }
 }
 
 unsigned RawSlotRing::enqueueBurst(void* const* objs, unsigned n) noexcept {

@@ -27,11 +27,10 @@ Status SlicePoller::init(uint32_t ring_size, uint32_t contexts) {
 }
 
 unsigned SlicePoller::enqueue(RdmaSlice* const* slices, unsigned n) noexcept {
-  // Counted before the ring, so an lcore deciding whether to sleep sees the slices
-  // (needsPolling_lc). The ring itself publishes the slices' contents (lcore/slot_ring.h).
-  handed_.fetch_add(n, std::memory_order_relaxed);
-  unsigned taken = ring_->enqueueBurst(slices, n);
-  if (taken < n) handed_.fetch_sub(n - taken, std::memory_order_relaxed);
+  // The ring counts its claim before it stores the slots, so an lcore deciding whether
+  // to sleep sees the slices (needsPolling_lc), and publishes the slices' contents
+  // (lcore/slot_ring.h).
+  const unsigned taken = ring_->enqueueBurst(slices, n);
   if (taken != 0) wakeLcore();  // after the ring write: a sleeping lcore wakes (doorbell.h)
   return taken;
 }

@@ -71,9 +71,9 @@ class SlicePoller final : public lcore::Poller {
   const PollerCounters& counters() const noexcept { return counters_; }
   // Slices this poller holds (queued, pending or in flight); for tests and stats.
   uint64_t heldSlices() const noexcept {
-    // released_ first: both only grow and released_ <= handed_ at every instant.
+    // released_ first: both only grow and released_ <= claimed at every instant.
     const uint64_t released = released_.load(std::memory_order_acquire);
-    return handed_.load(std::memory_order_acquire) - released;
+    return ring_->claimed() - released;
   }
 
  private:
@@ -141,11 +141,10 @@ class SlicePoller final : public lcore::Poller {
   uint32_t finished_count_ = 0;
 
   PollerCounters counters_;
-  // The slices this poller holds are handed_ - released_. Two counters, each with one
-  // kind of writer and its own cache line: a caller's enqueue adds to handed_, the lcore
-  // adds what it lets go of (finished, or forwarded to another poller) to released_,
-  // so neither writes a line the other writes on every transfer.
-  alignas(64) std::atomic<uint64_t> handed_{0};
+  // The slices this poller holds are the ring's claims (every slice comes through it)
+  // minus released_, which only the lcore writes: what it lets go of (finished, or
+  // forwarded to another poller). Neither side writes a line the other writes on every
+  // transfer, and an enqueue adds no atomic of its own to the ring's claim.
   alignas(64) std::atomic<uint64_t> released_{0};
 };
 

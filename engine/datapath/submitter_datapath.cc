@@ -166,7 +166,6 @@ Status Submitter::submitWorker(RdmaTask& task, uint64_t now) noexcept {
   const uint64_t max_wr = datapath_.maxWrBytes();
   const uint64_t count = sliceCount(req.length, block, max_wr);  // <= slice pool (resolve)
   task.reset(req, static_cast<uint32_t>(count));
-  worker_tasks_.fetch_add(1, std::memory_order_relaxed);
   const uint32_t rr = tls_rr++;
   bool starved = false;
   for (uint64_t k = 0; k < count; ++k) {
@@ -187,6 +186,10 @@ Status Submitter::submitWorker(RdmaTask& task, uint64_t now) noexcept {
     }
     if (!enqueueSlice(task, s)) starved = true;
   }
+  // After the slices: a locked add right after reset() would wait for the task's lines
+  // (last written by the lcore that completed its previous use) before the slices are
+  // built; here the ring's claim has already waited for them.
+  worker_tasks_.fetch_add(1, std::memory_order_relaxed);
   return starved ? Status::ResourceExhausted("starved") : Status::OK();
 }
 
