@@ -12,6 +12,7 @@
 #include <memory>
 #include <string>
 
+#include "lcore/typed_ring.h"
 #include "tent/status.h"
 
 struct rte_ring;
@@ -68,37 +69,8 @@ class RawRing {
   RingOptions options_;
 };
 
+// Pointers to T (lcore/typed_ring.h).
 template <typename T>
-class Ring {
- public:
-  static Result<std::unique_ptr<Ring>> create(const std::string& name, uint32_t capacity,
-                                              bool single_consumer = true) {
-    return wrap(RawRing::create(name, capacity, single_consumer));
-  }
-  static Result<std::unique_ptr<Ring>> create(const std::string& name, uint32_t capacity,
-                                              const RingOptions& options) {
-    return wrap(RawRing::create(name, capacity, options));
-  }
-  bool enqueue(T* obj) noexcept { return raw_->enqueue(obj); }
-  unsigned enqueueBulk(T* const* objs, unsigned n) noexcept {
-    return raw_->enqueueBulk(reinterpret_cast<void* const*>(objs), n);
-  }
-  unsigned enqueueBurst(T* const* objs, unsigned n) noexcept {
-    return raw_->enqueueBurst(reinterpret_cast<void* const*>(objs), n);
-  }
-  unsigned dequeueBurst_sc(T** objs, unsigned n) noexcept {
-    return raw_->dequeueBurst_sc(reinterpret_cast<void**>(objs), n);
-  }
-  unsigned count() const noexcept { return raw_->count(); }
-  unsigned capacity() const noexcept { return raw_->capacity(); }
-
- private:
-  explicit Ring(std::unique_ptr<RawRing> raw) : raw_(std::move(raw)) {}
-  static Result<std::unique_ptr<Ring>> wrap(Result<std::unique_ptr<RawRing>> raw) {
-    if (!raw.ok()) return raw.status();
-    return std::unique_ptr<Ring>(new Ring(std::move(raw).value()));
-  }
-  std::unique_ptr<RawRing> raw_;
-};
+using Ring = TypedRing<RawRing, T>;
 
 }  // namespace tent::lcore

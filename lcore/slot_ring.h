@@ -27,6 +27,7 @@
 #include <memory>
 #include <string>
 
+#include "lcore/typed_ring.h"
 #include "tent/status.h"
 
 namespace tent::lcore {
@@ -75,31 +76,8 @@ class RawSlotRing {
   std::atomic<uint64_t> tail_{0};
 };
 
+// Pointers to T (lcore/typed_ring.h).
 template <typename T>
-class SlotRing {
- public:
-  static Result<std::unique_ptr<SlotRing>> create(const std::string& name, uint32_t capacity) {
-    auto raw = RawSlotRing::create(name, capacity);
-    if (!raw.ok()) return raw.status();
-    return std::unique_ptr<SlotRing>(new SlotRing(std::move(raw).value()));
-  }
-  bool enqueue(T* obj) noexcept { return raw_->enqueue(obj); }
-  unsigned enqueueBurst(T* const* objs, unsigned n) noexcept {
-    return raw_->enqueueBurst(reinterpret_cast<void* const*>(objs), n);
-  }
-  unsigned enqueueBulk(T* const* objs, unsigned n) noexcept {
-    return raw_->enqueueBulk(reinterpret_cast<void* const*>(objs), n);
-  }
-  unsigned dequeueBurst_sc(T** objs, unsigned n) noexcept {
-    return raw_->dequeueBurst_sc(reinterpret_cast<void**>(objs), n);
-  }
-  unsigned count() const noexcept { return raw_->count(); }
-  uint64_t claimed() const noexcept { return raw_->claimed(); }
-  unsigned capacity() const noexcept { return raw_->capacity(); }
-
- private:
-  explicit SlotRing(std::unique_ptr<RawSlotRing> raw) : raw_(std::move(raw)) {}
-  std::unique_ptr<RawSlotRing> raw_;
-};
+using SlotRing = TypedRing<RawSlotRing, T>;
 
 }  // namespace tent::lcore

@@ -73,7 +73,7 @@ class SlicePoller final : public lcore::Poller {
   uint64_t heldSlices() const noexcept {
     // released_ first: both only grow and released_ <= claimed at every instant.
     const uint64_t released = released_.load(std::memory_order_acquire);
-    return ring_->claimed() - released;
+    return ring_->raw().claimed() - released;
   }
 
  private:
