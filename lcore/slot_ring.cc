@@ -1,4 +1,5 @@
 // RawSlotRing set-up: validate the capacity, allocate the slots (all null: empty).
+#include <bit>
 #include <new>
 
 #include "lcore/slot_ring.h"
@@ -7,16 +8,9 @@ namespace tent::lcore {
 
 namespace {
 constexpr uint32_t kMaxSlots = 1u << 30;
-
-uint32_t roundUpToPowerOfTwo(uint32_t n) {
-  uint32_t slots = 2;
-  while (slots < n) slots <<= 1;
-  return slots;
-}
 }  // namespace
 
-RawSlotRing::RawSlotRing(std::string name, uint32_t slots)
-    : name_(std::move(name)), mask_(slots - 1), slots_(new std::atomic<void*>[slots]) {
+RawSlotRing::RawSlotRing(uint32_t slots) : mask_(slots - 1), slots_(new std::atomic<void*>[slots]) {
   for (uint32_t i = 0; i < slots; ++i) slots_[i].store(nullptr, std::memory_order_relaxed);
 }
 
@@ -31,7 +25,7 @@ Result<std::unique_ptr<RawSlotRing>> RawSlotRing::create(const std::string& name
                                    " exceeds the limit " + std::to_string(kMaxSlots));
   }
   std::unique_ptr<RawSlotRing> ring(new (std::nothrow)
-                                        RawSlotRing(name, roundUpToPowerOfTwo(capacity)));
+                                        RawSlotRing(std::bit_ceil(capacity < 2 ? 2 : capacity)));
   if (!ring) return Status::ResourceExhausted("ring '" + name + "': cannot allocate");
   return ring;
 }

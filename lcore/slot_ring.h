@@ -54,16 +54,14 @@ class RawSlotRing {
   // stores its slots, so a consumer deciding whether to sleep sees work in transit.
   uint64_t claimed() const noexcept { return head_.load(std::memory_order_acquire); }
   unsigned capacity() const noexcept { return mask_ + 1; }
-  const std::string& name() const noexcept { return name_; }
 
  private:
-  RawSlotRing(std::string name, uint32_t slots);
+  explicit RawSlotRing(uint32_t slots);
   // Claims up to `n` free positions (exactly `n` or none when `all`) from *start on
   // for the caller to store; returns how many.
   unsigned claim(unsigned n, bool all, uint64_t* start) noexcept;
   void store(uint64_t start, void* const* objs, unsigned n) noexcept;
 
-  std::string name_;
   const uint32_t mask_;
   std::unique_ptr<std::atomic<void*>[]> slots_;
   // Producers' line: the next position to claim, and the consumer's position as a
