@@ -70,6 +70,53 @@ TEST(BufferUse, PinAndRetireNeverBothSucceed) {
   }
 }
 
+// The worker path's shape: one thread pins (the caller resolving a request) and
+// another unpins (the lcore ending the task), while this one retires. When the
+// retirement succeeds no pin is outstanding, none succeeds after it, and the counts
+// balance whichever thread ran when.
+TEST(BufferUse, PinsOnOneThreadAndUnpinsOnAnotherNeverRaceARetirement) {
+  for (int round = 0; round < 20; ++round) {
+    BufferUse use;
+    // held: pins taken and not yet about to be given back (never above the real count).
+    std::atomic<uint64_t> handed{0}, ended{0}, held{0}, late_pins{0};
+    std::atomic<bool> retired{false}, pinner_done{false};
+    std::thread pinner([&] {
+      for (int i = 0; i < 2000; ++i) {
+        if (!use.pin()) break;
+        held.fetch_add(1);
+        if (retired.load()) late_pins.fetch_add(1);
+        handed.fetch_add(1, std::memory_order_release);
+      }
+      pinner_done.store(true, std::memory_order_release);
+    });
+    std::thread unpinner([&] {
+      for (;;) {
+        const bool done = pinner_done.load(std::memory_order_acquire);
+        const uint64_t h = handed.load(std::memory_order_acquire);
+        for (uint64_t e = ended.load(std::memory_order_relaxed); e < h; ++e) {
+          held.fetch_sub(1);
+          use.unpin();
+          ended.store(e + 1, std::memory_order_release);
+        }
+        if (done && ended.load() == h) return;
+        std::this_thread::yield();
+      }
+    });
+    for (uint64_t r; (r = use.tryRetire()) != 0;) {  // the pinner ends: bounded
+      EXPECT_LE(r, 2000u);  // neither kRetiredAlready nor an underflowed count
+      if (r > 2000u) break;
+      std::this_thread::yield();
+    }
+    EXPECT_EQ(held.load(), 0u) << round;
+    retired.store(true);
+    pinner.join();
+    unpinner.join();
+    EXPECT_EQ(late_pins.load(), 0u) << round;
+    EXPECT_EQ(use.users(), 0u);
+    EXPECT_FALSE(use.pin());
+  }
+}
+
 TEST(BufferUse, TheLastSliceDropsTheTasksPinBeforeItsStateIsPublished) {
   BufferUse use;
   RdmaTask t;
