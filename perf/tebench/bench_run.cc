@@ -1,7 +1,10 @@
 #include "perf/tebench/bench_run.h"
 
+#include <algorithm>
 #include <atomic>
+#include <condition_variable>
 #include <cstdio>
+#include <mutex>
 #include <thread>
 
 namespace tent::bench {
@@ -25,26 +28,44 @@ RunOutcome executeRun(const BenchOptions& options, BenchEngine& bench,
   for (size_t i = 0; i < plans.size(); ++i)
     outcome.results.push_back(std::make_unique<ThreadResult>());
   Run run(bench.engine.get(), options, static_cast<uint32_t>(plans.size()));
-  std::atomic<size_t> finished{0};
+  // The benchmark threads tell this one when they end, and it wakes for nothing else
+  // while they measure: once per progress report (a second). On a host with no idle
+  // core a wake-up of this thread preempts a measured one (a worker-path transfer
+  // spans the caller's core and the lcore's), so polling every 50 ms put 20 stalls a
+  // second into the tail it measures.
+  std::mutex mu;
+  std::condition_variable cv;
+  size_t finished = 0;
   std::vector<std::thread> threads;
   for (size_t i = 0; i < plans.size(); ++i) {
     threads.emplace_back([&, i] {
       runBenchThread(plans[i], &run, outcome.results[i].get());
-      finished.fetch_add(1);
+      std::lock_guard<std::mutex> lock(mu);
+      ++finished;
+      cv.notify_one();
     });
   }
   int64_t next_report = 0;
-  while (finished.load() < plans.size()) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  std::unique_lock<std::mutex> lock(mu);
+  if (!progress) cv.wait(lock, [&] { return finished == plans.size(); });
+  while (finished < plans.size()) {
     const int64_t end = run.measure_end_ns.load(std::memory_order_acquire);
-    if (end == 0 || !progress) continue;  // still warming up
+    // Warming up (the window's end is not set yet): look again in 50 ms.
+    int64_t wake = nowNs() + 50'000'000;
+    if (end != 0) wake = end - run.duration_ns + next_report;
+    const int64_t wait_ns = std::max<int64_t>(wake - nowNs(), 0);
+    cv.wait_for(lock, std::chrono::nanoseconds(wait_ns), [&] { return finished == plans.size(); });
+    if (finished == plans.size() || end == 0) continue;
     const int64_t now = nowNs();
     const int64_t start = end - run.duration_ns;
     if (now >= start + next_report && now < end) {
+      lock.unlock();
       progress(static_cast<double>(now - start) / 1e9, outcome);
-      next_report += 1'000'000'000;
+      lock.lock();
     }
+    if (now >= start + next_report) next_report += 1'000'000'000;
   }
+  lock.unlock();
   for (auto& t : threads) t.join();
   outcome.before = run.stats_at_start;
   outcome.after = bench.engine->stats();
