@@ -100,6 +100,7 @@ int runQos(const BenchOptions& o, BenchEngine& bench, const RemoteBuffer& remote
     ClassMeasurement& m = measurements[plans[i].group];
     m.thread_elapsed_s.push_back(outcome.results[i]->elapsed_s);
     outcome.results[i]->samples.appendTo(&m.transfer_ns);
+    m.transfers += outcome.results[i]->samples.transfers();
     m.failed_transfers += outcome.results[i]->failed;
     m.deadline_expired += outcome.results[i]->deadline_expired;
   }

@@ -168,6 +168,9 @@ std::string formatCaseRow(const CaseRow& r) {
              static_cast<unsigned long long>(r.block_size), r.batch_size, r.bw_gbps,
              r.avg_inst_gbps, r.avg_lat_us, r.avg_tx_us, r.p99_tx_us, r.p999_tx_us, r.threads);
   if (r.failed_transfers) out += format("  (%llu failed)", (unsigned long long)r.failed_transfers);
+  if (r.sampled < r.transfers)
+    out += format("  (Tx columns: a uniform sample of %llu of %llu transfers)",
+                  (unsigned long long)r.sampled, (unsigned long long)r.transfers);
   return out + "\n";
 }
 

@@ -35,6 +35,7 @@ CaseMeasurement measureThreads(const RunOutcome& outcome, uint64_t block, uint32
     const auto& r = outcome.results[i];
     m.thread_elapsed_s.push_back(r->elapsed_s);
     r->samples.appendTo(&m.transfer_ns);
+    m.transfers += r->samples.transfers();
     m.failed_transfers += r->failed;
   }
   return m;

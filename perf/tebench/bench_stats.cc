@@ -21,22 +21,34 @@ double nsToUs(double ns) noexcept {
 
 // ---- LatencyLog ---------------------------------------------------------------
 
-LatencyLog::LatencyLog() {
-  chunks_.reserve(64);
+LatencyLog::LatencyLog(size_t max_chunks) : capacity_(max_chunks * kChunkSamples) {
+  chunks_.reserve(max_chunks);
+}
+
+uint64_t LatencyLog::nextRandom() noexcept {
+  rng_ ^= rng_ >> 12;
+  rng_ ^= rng_ << 25;
+  rng_ ^= rng_ >> 27;
+  return rng_ * 0x2545f4914f6cdd1dull;
 }
 
 void LatencyLog::record(uint64_t ns) noexcept {
+  ++seen_;
+  if (size_ == capacity_) {
+    // Full: the seen_-th transfer replaces a held sample with probability capacity / seen_
+    // (Algorithm R), which keeps every transfer recorded so far equally likely held.
+    const auto slot =
+        static_cast<uint64_t>((static_cast<unsigned __int128>(nextRandom()) * seen_) >> 64);
+    if (slot < capacity_) chunks_[slot / kChunkSamples][slot % kChunkSamples] = ns;
+    return;
+  }
   if (chunks_.empty() || used_in_last_ == kChunkSamples) {
-    if (chunks_.size() == chunks_.capacity()) {
-      ++dropped_;  // growing the chunk index itself would copy; 64 chunks = 4M samples
-      return;
-    }
     std::unique_ptr<uint64_t[]> chunk(new (std::nothrow) uint64_t[kChunkSamples]);
     if (!chunk) {
       ++dropped_;
       return;
     }
-    chunks_.push_back(std::move(chunk));  // within capacity: cannot throw
+    chunks_.push_back(std::move(chunk));  // within the reserved capacity: cannot throw
     used_in_last_ = 0;
   }
   chunks_.back()[used_in_last_++] = ns;
@@ -56,6 +68,7 @@ void LatencyLog::clear() noexcept {
   if (chunks_.size() > 1) chunks_.resize(1);
   used_in_last_ = 0;
   size_ = 0;
+  seen_ = 0;
   dropped_ = 0;
 }
 
@@ -131,7 +144,8 @@ CaseRow computeCaseRow(CaseMeasurement* m) {
   row.failed_transfers = m->failed_transfers;
   const uint64_t bytes_per_transfer = m->block_size * m->batch_size;
   LatencySummary lat = summarizeLatency(&m->transfer_ns);
-  row.transfers = lat.count;
+  row.sampled = lat.count;
+  row.transfers = std::max(m->transfers, lat.count);
   const double window_s = mean(m->thread_elapsed_s);
   if (window_s > 0) {
     row.bw_gbps = static_cast<double>(bytes_per_transfer * row.transfers) / 1e9 / window_s;
@@ -155,7 +169,7 @@ ClassReport computeClass(const WorkloadClass& c, ClassMeasurement* m) {
   r.config = c;
   const uint64_t bytes_per_transfer = c.block_size * c.batch_size;
   r.latency = summarizeLatency(&m->transfer_ns);
-  r.operations = r.latency.count;
+  r.operations = std::max(m->transfers, r.latency.count);
   r.failed_transfers = m->failed_transfers;
   r.deadline_expired = m->deadline_expired;
   r.transferred_bytes = r.operations * bytes_per_transfer;
@@ -169,6 +183,11 @@ ClassReport computeClass(const WorkloadClass& c, ClassMeasurement* m) {
   if (c.slo_us != 0) {
     auto end = std::upper_bound(m->transfer_ns.begin(), m->transfer_ns.end(), c.slo_us * 1000);
     within = static_cast<uint64_t>(end - m->transfer_ns.begin());
+    // The durations may be a uniform sample: the share within the SLO, of every transfer.
+    if (r.latency.count != 0 && r.operations != r.latency.count)
+      within = static_cast<uint64_t>(
+          std::llround(static_cast<double>(within) * static_cast<double>(r.operations) /
+                       static_cast<double>(r.latency.count)));
   }
   r.slo_attainment = attempts ? double(within) / double(attempts) : 1.0;
   if (c.slo_us == 0 && r.failed_transfers == 0 && r.deadline_expired == 0) r.slo_attainment = 1.0;

@@ -22,21 +22,32 @@ class LatencyLog {
  public:
   static constexpr size_t kChunkSamples = size_t{1} << 16;  // 512 KiB per chunk
 
-  LatencyLog();
-  // Records one sample; allocates a new chunk once per kChunkSamples samples.
-  // When that allocation fails the sample is counted as dropped.
+  // Holds at most max_chunks * kChunkSamples samples (64 chunks: 4M samples, 32 MiB).
+  explicit LatencyLog(size_t max_chunks = 64);
+  // Records one transfer's duration; allocates a new chunk once per kChunkSamples
+  // samples until the log is full. Past that it keeps a uniform sample of every
+  // transfer recorded (reservoir sampling), so a run longer than the log still reports
+  // the percentiles of the whole run. A chunk that cannot be allocated counts the
+  // sample as dropped.
   void record(uint64_t ns) noexcept;
-  size_t size() const noexcept { return size_; }
+  size_t size() const noexcept { return size_; }         // samples held
+  uint64_t transfers() const noexcept { return seen_; }  // every record() call
   uint64_t dropped() const noexcept { return dropped_; }
-  // Appends every sample, in recording order.
+  // Appends every sample held: in recording order while the log holds every
+  // transfer, a uniform sample of them (in no order) once it is full.
   void appendTo(std::vector<uint64_t>* out) const;
   void clear() noexcept;
 
  private:
+  uint64_t nextRandom() noexcept;  // xorshift64*
+
+  size_t capacity_;  // samples
   std::vector<std::unique_ptr<uint64_t[]>> chunks_;
   size_t used_in_last_ = 0;
   size_t size_ = 0;
+  uint64_t seen_ = 0;
   uint64_t dropped_ = 0;
+  uint64_t rng_ = 0x9e3779b97f4a7c15ull;  // fixed: the same run keeps the same sample
 };
 
 // Percentile p in [0, 100] of ascending samples, interpolating linearly
@@ -76,7 +87,8 @@ struct CaseMeasurement {
   uint32_t batch_size = 0;
   uint32_t threads = 0;
   std::vector<double> thread_elapsed_s;  // each thread's measured window
-  std::vector<uint64_t> transfer_ns;     // every transfer, all threads
+  std::vector<uint64_t> transfer_ns;     // every transfer of all threads, or a uniform sample
+  uint64_t transfers = 0;                // every completed transfer (0: transfer_ns.size())
   uint64_t failed_transfers = 0;
 };
 
@@ -85,6 +97,7 @@ struct CaseRow {
   uint32_t batch_size = 0;
   uint32_t threads = 0;
   uint64_t transfers = 0;
+  uint64_t sampled = 0;      // transfers whose durations the Tx columns summarise
   double bw_gbps = 0;        // bytes of all threads / mean thread window
   double avg_inst_gbps = 0;  // mean of per-transfer bytes / duration
   double avg_lat_us = 0;     // mean thread window * threads / transfers: the whole loop
@@ -100,7 +113,8 @@ CaseRow computeCaseRow(CaseMeasurement* m);
 
 struct ClassMeasurement {
   std::vector<double> thread_elapsed_s;  // each thread of the class
-  std::vector<uint64_t> transfer_ns;     // completed transfers
+  std::vector<uint64_t> transfer_ns;     // completed transfers, or a uniform sample of them
+  uint64_t transfers = 0;                // every completed transfer (0: transfer_ns.size())
   uint64_t failed_transfers = 0;         // count against SLO attainment, not bytes
   uint64_t deadline_expired = 0;         // not started (deadline passed at submit): SLO misses
 };

@@ -1,9 +1,12 @@
 // tebench statistics on inputs whose answers are known by hand.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <numeric>
+#include <string>
 #include <vector>
 
+#include "perf/tebench/bench_report.h"
 #include "perf/tebench/bench_stats.h"
 
 namespace tent::bench {
@@ -220,6 +223,50 @@ TEST(LatencyLog, KeepsEverySampleAcrossChunks) {
   out.clear();
   log.appendTo(&out);
   EXPECT_EQ(out, std::vector<uint64_t>{5});
+}
+
+// Past its capacity the log keeps a uniform sample of every transfer, not the first
+// ones: a run faster than the log is long (4M transfers per thread by default) would
+// otherwise report the percentiles of its first seconds and the rate of those alone.
+TEST(LatencyLog, PastItsCapacityKeepsAUniformSampleOfTheWholeRun) {
+  LatencyLog log(1);  // one chunk
+  const uint64_t n = LatencyLog::kChunkSamples * 10;
+  for (uint64_t i = 0; i < n; ++i) log.record(i);
+  EXPECT_EQ(log.size(), LatencyLog::kChunkSamples);
+  EXPECT_EQ(log.transfers(), n);
+  EXPECT_EQ(log.dropped(), 0u);
+  std::vector<uint64_t> out;
+  log.appendTo(&out);
+  ASSERT_EQ(out.size(), LatencyLog::kChunkSamples);
+  std::sort(out.begin(), out.end());
+  EXPECT_TRUE(std::adjacent_find(out.begin(), out.end()) == out.end());  // each kept once
+  // Uniform over [0, n): each tenth of the run holds about a tenth of the sample.
+  for (uint64_t d = 0; d < 10; ++d) {
+    const auto lo = std::lower_bound(out.begin(), out.end(), d * n / 10);
+    const auto hi = std::lower_bound(out.begin(), out.end(), (d + 1) * n / 10);
+    const double share = static_cast<double>(hi - lo) / static_cast<double>(out.size());
+    EXPECT_NEAR(share, 0.1, 0.01) << "tenth " << d;
+  }
+  log.clear();
+  EXPECT_EQ(log.size(), 0u);
+  EXPECT_EQ(log.transfers(), 0u);
+}
+
+// A case row counts every transfer, and takes its percentiles from the sample.
+TEST(CaseRow, CountsEveryTransferWhenTheLatenciesAreASample) {
+  CaseMeasurement m;
+  m.block_size = 4096;
+  m.batch_size = 1;
+  m.threads = 1;
+  m.thread_elapsed_s = {1.0};
+  m.transfer_ns = oneToHundred();
+  m.transfers = 1000;
+  CaseRow row = computeCaseRow(&m);
+  EXPECT_EQ(row.transfers, 1000u);
+  EXPECT_EQ(row.sampled, 100u);
+  EXPECT_DOUBLE_EQ(row.bw_gbps, 4096.0 * 1000 / 1e9);
+  EXPECT_DOUBLE_EQ(row.avg_lat_us, 1000.0);
+  EXPECT_NE(formatCaseRow(row).find("100 of 1000"), std::string::npos);
 }
 
 TEST(Cdf, MonotoneAndEndsAtMax) {
