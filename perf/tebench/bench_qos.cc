@@ -96,14 +96,16 @@ int runQos(const BenchOptions& o, BenchEngine& bench, const RemoteBuffer& remote
       o, bench, plans, [&](double s, const RunOutcome& out) { printProgress(o, plans, s, out); });
 
   std::vector<ClassMeasurement> measurements(o.classes.size());
+  std::vector<std::vector<const LatencyLog*>> logs(o.classes.size());
   for (size_t i = 0; i < plans.size(); ++i) {
     ClassMeasurement& m = measurements[plans[i].group];
     m.thread_elapsed_s.push_back(outcome.results[i]->elapsed_s);
-    outcome.results[i]->samples.appendTo(&m.transfer_ns);
-    m.transfers += outcome.results[i]->samples.transfers();
+    logs[plans[i].group].push_back(&outcome.results[i]->samples);
     m.failed_transfers += outcome.results[i]->failed;
     m.deadline_expired += outcome.results[i]->deadline_expired;
   }
+  for (size_t c = 0; c < measurements.size(); ++c)
+    mergeSamples(logs[c], &measurements[c].transfer_ns, &measurements[c].transfers);
   QosReport report = computeQosReport(o.classes, &measurements, o.qos_link_capacity_gbps);
   RunContext ctx = makeContext(o, outcome);
 

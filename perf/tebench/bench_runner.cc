@@ -31,13 +31,14 @@ CaseMeasurement measureThreads(const RunOutcome& outcome, uint64_t block, uint32
   m.block_size = block;
   m.batch_size = batch;
   m.threads = last - first;
+  std::vector<const LatencyLog*> logs;
   for (uint32_t i = first; i < last; ++i) {
     const auto& r = outcome.results[i];
     m.thread_elapsed_s.push_back(r->elapsed_s);
-    r->samples.appendTo(&m.transfer_ns);
-    m.transfers += r->samples.transfers();
+    logs.push_back(&r->samples);
     m.failed_transfers += r->failed;
   }
+  mergeSamples(logs, &m.transfer_ns, &m.transfers);
   return m;
 }
 

@@ -63,6 +63,33 @@ void LatencyLog::appendTo(std::vector<uint64_t>* out) const {
   }
 }
 
+void LatencyLog::appendTo(std::vector<uint64_t>* out, size_t keep) const {
+  keep = std::min(keep, size_);
+  out->reserve(out->size() + keep);
+  for (size_t k = 0; k < keep; ++k) {
+    const size_t i = k * size_ / keep;  // evenly spread: uniform over time, or over the sample
+    out->push_back(chunks_[i / kChunkSamples][i % kChunkSamples]);
+  }
+}
+
+void mergeSamples(std::span<const LatencyLog* const> logs, std::vector<uint64_t>* out,
+                  uint64_t* transfers) {
+  double share = 1;  // the smallest share of its transfers a log holds
+  for (const LatencyLog* log : logs)
+    if (log->transfers() != 0)
+      share =
+          std::min(share, static_cast<double>(log->size()) / static_cast<double>(log->transfers()));
+  for (const LatencyLog* log : logs) {
+    *transfers += log->transfers();
+    if (log->size() == log->transfers() && share == 1) {
+      log->appendTo(out);
+      continue;
+    }
+    log->appendTo(out,
+                  static_cast<size_t>(std::llround(share * static_cast<double>(log->transfers()))));
+  }
+}
+
 void LatencyLog::clear() noexcept {
   // Keep the first chunk: a new case starts recording without allocating.
   if (chunks_.size() > 1) chunks_.resize(1);

@@ -36,6 +36,8 @@ class LatencyLog {
   // Appends every sample held: in recording order while the log holds every
   // transfer, a uniform sample of them (in no order) once it is full.
   void appendTo(std::vector<uint64_t>* out) const;
+  // Appends `keep` of the samples held (at most size()), spread evenly over them.
+  void appendTo(std::vector<uint64_t>* out, size_t keep) const;
   void clear() noexcept;
 
  private:
@@ -49,6 +51,13 @@ class LatencyLog {
   uint64_t dropped_ = 0;
   uint64_t rng_ = 0x9e3779b97f4a7c15ull;  // fixed: the same run keeps the same sample
 };
+
+// The samples of several threads' logs in one vector, each thread weighted by its
+// transfers: when a log holds only a sample of its thread's transfers, the others are
+// thinned to the same share, so a fast thread does not count less than a slow one.
+// Adds every transfer of the logs to *transfers.
+void mergeSamples(std::span<const LatencyLog* const> logs, std::vector<uint64_t>* out,
+                  uint64_t* transfers);
 
 // Percentile p in [0, 100] of ascending samples, interpolating linearly
 // between closest ranks (rank = p/100 * (n-1)); 0 for no samples.

@@ -252,6 +252,37 @@ TEST(LatencyLog, PastItsCapacityKeepsAUniformSampleOfTheWholeRun) {
   EXPECT_EQ(log.transfers(), 0u);
 }
 
+// Threads' samples merge in proportion to their transfers: a thread whose log holds a
+// quarter of its transfers does not count a quarter as much as one that holds all of them.
+TEST(LatencyLog, MergedSamplesWeighEveryThreadByItsTransfers) {
+  LatencyLog fast(1), slow;
+  const uint64_t fast_n = LatencyLog::kChunkSamples * 4, slow_n = LatencyLog::kChunkSamples / 4;
+  for (uint64_t i = 0; i < fast_n; ++i) fast.record(1);
+  for (uint64_t i = 0; i < slow_n; ++i) slow.record(1000 + i);
+  const LatencyLog* logs[] = {&fast, &slow};
+  std::vector<uint64_t> out;
+  uint64_t transfers = 0;
+  mergeSamples(logs, &out, &transfers);
+  EXPECT_EQ(transfers, fast_n + slow_n);
+  const auto slow_kept =
+      std::count_if(out.begin(), out.end(), [](uint64_t v) { return v >= 1000; });
+  EXPECT_EQ(static_cast<uint64_t>(slow_kept), slow_n / 4);
+  EXPECT_EQ(out.size(), LatencyLog::kChunkSamples + slow_n / 4);
+  // Spread over the slow thread's whole run, not its first quarter.
+  EXPECT_GE(*std::max_element(out.begin(), out.end()), 1000 + slow_n * 3 / 4);
+  // Without sampling, every sample of every log, in order.
+  LatencyLog a, b;
+  a.record(7);
+  b.record(8);
+  b.record(9);
+  const LatencyLog* both[] = {&a, &b};
+  out.clear();
+  transfers = 0;
+  mergeSamples(both, &out, &transfers);
+  EXPECT_EQ(out, (std::vector<uint64_t>{7, 8, 9}));
+  EXPECT_EQ(transfers, 3u);
+}
+
 // A case row counts every transfer, and takes its percentiles from the sample.
 TEST(CaseRow, CountsEveryTransferWhenTheLatenciesAreASample) {
   CaseMeasurement m;
