@@ -81,10 +81,7 @@ void mergeSamples(std::span<const LatencyLog* const> logs, std::vector<uint64_t>
           std::min(share, static_cast<double>(log->size()) / static_cast<double>(log->transfers()));
   for (const LatencyLog* log : logs) {
     *transfers += log->transfers();
-    if (log->size() == log->transfers() && share == 1) {
-      log->appendTo(out);
-      continue;
-    }
+    // share 1: every sample, in recording order.
     log->appendTo(out,
                   static_cast<size_t>(std::llround(share * static_cast<double>(log->transfers()))));
   }
