@@ -55,14 +55,6 @@ void LatencyLog::record(uint64_t ns) noexcept {
   ++size_;
 }
 
-void LatencyLog::appendTo(std::vector<uint64_t>* out) const {
-  out->reserve(out->size() + size_);
-  for (size_t c = 0; c < chunks_.size(); ++c) {
-    const size_t n = (c + 1 == chunks_.size()) ? used_in_last_ : kChunkSamples;
-    out->insert(out->end(), chunks_[c].get(), chunks_[c].get() + n);
-  }
-}
-
 void LatencyLog::appendTo(std::vector<uint64_t>* out, size_t keep) const {
   keep = std::min(keep, size_);
   out->reserve(out->size() + keep);

@@ -35,7 +35,7 @@ class LatencyLog {
   uint64_t dropped() const noexcept { return dropped_; }
   // Appends every sample held: in recording order while the log holds every
   // transfer, a uniform sample of them (in no order) once it is full.
-  void appendTo(std::vector<uint64_t>* out) const;
+  void appendTo(std::vector<uint64_t>* out) const { appendTo(out, size_); }
   // Appends `keep` of the samples held (at most size()), spread evenly over them.
   void appendTo(std::vector<uint64_t>* out, size_t keep) const;
   void clear() noexcept;
