@@ -4,27 +4,44 @@
 // for `duration_s`. Whatever stretches these windows - timer ticks, VM exits,
 // other threads - stretches a transfer's window the same way, so a transfer's P999
 // cannot be told apart from this floor's P999 for the same window.
-//   timer_floor --window_ns=N [--gap_ns=N] [--duration_s=S]
+//
+// --threads=2 times a window that spans two CPUs, as a transfer handed to an lcore
+// does: the timing thread busy-waits half the window, hands a token to a partner
+// thread, which busy-waits the other half and hands it back; the window ends when the
+// token is back (window_ns 0: the bare round trip). Such a window is stretched by a
+// stall of either CPU, and by one the partner's CPU is already in when the token comes,
+// which no one-thread window catches: its floor is the worker path's, where the
+// one-thread floor is that of a transfer done by its caller (tent's direct path,
+// Mooncake's shm memcpy).
+//   timer_floor --window_ns=N [--gap_ns=N] [--duration_s=S] [--threads=1|2]
 //   timer_floor WINDOW_NS [GAP_NS] [DURATION_S]     (the same, positional)
 #include <gflags/gflags.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <memory>
+#include <thread>
 #include <vector>
 
 #include "base/cli/cli_flags.h"
 
-DEFINE_double(window_ns, 0, "the busy wait timed as one window, ns, in [1, 1e9] (required)");
+DEFINE_double(window_ns, -1,
+              "the busy wait timed as one window, ns, in [1, 1e9] (required; with --threads=2, "
+              "[0, 1e9]: 0 times the bare round trip)");
 DEFINE_double(gap_ns, 0, "busy waiting between windows, ns, in [0, 1e9]");
 DEFINE_double(duration_s, 3, "how long to run, seconds, in [0.1, 3600]");
+DEFINE_int32(threads, 1,
+             "1: one thread busy-waits the window; 2: the window is a round trip between two "
+             "threads, each busy-waiting half of it");
 
 namespace {
 
 constexpr const char* kUsage =
-    "usage: timer_floor --window_ns=N [--gap_ns=N] [--duration_s=S]\n"
+    "usage: timer_floor --window_ns=N [--gap_ns=N] [--duration_s=S] [--threads=1|2]\n"
     "       timer_floor WINDOW_NS [GAP_NS] [DURATION_S]   (positional, the same)";
 
 int64_t nowNs() {
@@ -47,38 +64,87 @@ bool parse(const char* text, double min, double max, double* out) {
   return true;
 }
 
+// The partner of a two-thread window: waits for each token, busy-waits its half of
+// the window, hands the token back. Tokens and answers sit on lines of their own, as
+// a ring slot and a task's status line do.
+class Partner {
+ public:
+  explicit Partner(int64_t half_ns) : half_ns_(half_ns), thread_([this] { run(); }) {}
+  ~Partner() {
+    stop_.store(true, std::memory_order_relaxed);
+    thread_.join();
+  }
+  // The timing thread's round trip for token `n` (1, 2, ...).
+  void roundTrip(uint64_t n) {
+    spinFor(half_ns_);
+    token_.store(n, std::memory_order_release);
+    while (answer_.load(std::memory_order_acquire) != n) {
+    }
+  }
+
+ private:
+  void run() {
+    uint64_t seen = 0;
+    while (!stop_.load(std::memory_order_relaxed)) {
+      const uint64_t n = token_.load(std::memory_order_acquire);
+      if (n == seen) continue;
+      seen = n;
+      spinFor(half_ns_);
+      answer_.store(n, std::memory_order_release);
+    }
+  }
+
+  const int64_t half_ns_;
+  alignas(64) std::atomic<uint64_t> token_{0};
+  alignas(64) std::atomic<uint64_t> answer_{0};
+  alignas(64) std::atomic<bool> stop_{false};
+  std::thread thread_;  // last: starts once the rest is built
+};
+
+std::vector<int64_t> measure(double window, double gap, double duration, int threads) {
+  std::vector<int64_t> samples;
+  samples.reserve(static_cast<size_t>(duration * 1e9 / (window + gap + 50)) + 1024);
+  std::unique_ptr<Partner> partner;
+  if (threads == 2) partner = std::make_unique<Partner>(static_cast<int64_t>(window / 2));
+  const int64_t end = nowNs() + static_cast<int64_t>(duration * 1e9);
+  for (uint64_t n = 1; nowNs() < end; ++n) {
+    const int64_t t0 = nowNs();
+    if (partner)
+      partner->roundTrip(n);
+    else
+      spinFor(static_cast<int64_t>(window));
+    samples.push_back(nowNs() - t0);
+    spinFor(static_cast<int64_t>(gap));
+  }
+  return samples;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   if (int rc = tent::cli::parseFlags(&argc, &argv, kUsage); rc != tent::cli::kContinue) return rc;
   double window = FLAGS_window_ns, gap = FLAGS_gap_ns, duration = FLAGS_duration_s;
-  if (argc > 4 || (argc > 1 && !parse(argv[1], 1, 1e9, &window)) ||
+  const int threads = FLAGS_threads;
+  const double min_window = threads == 2 ? 0 : 1;
+  if (argc > 4 || (argc > 1 && !parse(argv[1], min_window, 1e9, &window)) ||
       (argc > 2 && !parse(argv[2], 0, 1e9, &gap)) ||
-      (argc > 3 && !parse(argv[3], 0.1, 3600, &duration)) ||
-      !(window >= 1 && window <= 1e9) || !(gap >= 0 && gap <= 1e9) ||
+      (argc > 3 && !parse(argv[3], 0.1, 3600, &duration)) || (threads != 1 && threads != 2) ||
+      !(window >= min_window && window <= 1e9) || !(gap >= 0 && gap <= 1e9) ||
       !(duration >= 0.1 && duration <= 3600)) {
     std::fprintf(stderr,
-                 "timer_floor: --window_ns in [1, 1e9] (required), --gap_ns in [0, 1e9], "
-                 "--duration_s in [0.1, 3600] (--help)\n");
+                 "timer_floor: --window_ns in [1, 1e9] (required; [0, 1e9] with --threads=2), "
+                 "--gap_ns in [0, 1e9], --duration_s in [0.1, 3600], --threads 1 or 2 (--help)\n");
     return 2;
   }
-  std::vector<int64_t> samples;
-  samples.reserve(static_cast<size_t>(duration * 1e9 / (window + gap + 50)) + 1024);
-  const int64_t end = nowNs() + static_cast<int64_t>(duration * 1e9);
-  while (nowNs() < end) {
-    const int64_t t0 = nowNs();
-    spinFor(static_cast<int64_t>(window));
-    samples.push_back(nowNs() - t0);
-    spinFor(static_cast<int64_t>(gap));
-  }
+  std::vector<int64_t> samples = measure(window, gap, duration, threads);
   std::sort(samples.begin(), samples.end());
   auto pct = [&](double q) {
     return static_cast<double>(samples[static_cast<size_t>(q * (samples.size() - 1))]) / 1e3;
   };
   std::printf(
-      "timer floor: window_ns=%.0f gap_ns=%.0f duration_s=%g n=%zu p50_us=%.2f p99_us=%.2f "
-      "p999_us=%.2f max_us=%.1f\n",
-      window, gap, duration, samples.size(), pct(0.5), pct(0.99), pct(0.999),
+      "timer floor: window_ns=%.0f gap_ns=%.0f duration_s=%g threads=%d n=%zu p50_us=%.2f "
+      "p99_us=%.2f p999_us=%.2f max_us=%.1f\n",
+      window, gap, duration, threads, samples.size(), pct(0.5), pct(0.99), pct(0.999),
       static_cast<double>(samples.back()) / 1e3);
   return 0;
 }

@@ -14,7 +14,7 @@ import tempfile
 FLAGS = {
     "tent-topo": ["topology", "human", "config", "cpus", "rails", "background_lcores",
                   "reserve_cpus"],
-    "timer_floor": ["window_ns", "gap_ns", "duration_s"],
+    "timer_floor": ["window_ns", "gap_ns", "duration_s", "threads"],
     "lcore_ring_bench": ["iterations", "burst", "cpus", "producers", "producer_sync",
                          "ring_sync"],
     "fabric_bench": ["provider", "qps", "size", "opcode", "depth", "link_gbps", "latency_ns",
@@ -50,7 +50,7 @@ def check_help(name, path):
 def check_flagfile(name, path, srcdir):
     with tempfile.NamedTemporaryFile("w", suffix=".flags", delete=False) as f:
         if name == "timer_floor":
-            f.write("--window_ns=1000\n--gap_ns=10\n--duration_s=0.1\n")
+            f.write("--window_ns=1000\n--gap_ns=10\n--duration_s=0.1\n--threads=2\n")
         else:
             xml = os.path.join(srcdir, "tests", "topology", "data", "two_socket.xml")
             f.write(f"--topology={xml}\n--human\n")
@@ -58,7 +58,7 @@ def check_flagfile(name, path, srcdir):
         r = run([path, f"--flagfile={f.name}"])
         assert r.returncode == 0, f"{name} --flagfile: exit {r.returncode}: {r.stderr}"
         if name == "timer_floor":
-            assert "window_ns=1000 gap_ns=10" in r.stdout, r.stdout
+            assert "window_ns=1000 gap_ns=10" in r.stdout and "threads=2" in r.stdout, r.stdout
         else:
             assert "rails: " in r.stdout or "NUMA" in r.stdout, r.stdout
     finally:
