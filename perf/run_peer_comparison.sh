@@ -271,6 +271,22 @@ if [ -x "$floor_bin" ] && [ -n "${floor_tx:-}" ]; then
 else
   record floor floor 4096 - "no $floor_bin or no direct 4 KiB row"
 fi
+# The floor of a hand-off: a bare round trip between two threads (no work on either
+# side), with the rest of the worker run's loop outside it. Every worker transfer is
+# such a round trip plus its work, and a window over two CPUs catches the interruptions
+# of both: the least the worker path's percentiles can be on this machine.
+read -r hand_lat hand_tx < <(awk '$1 == 4096 {print $5, $6; exit}' "$out/tent-worker-4096.log")
+if [ -x "$floor_bin" ] && [ -n "${hand_tx:-}" ]; then
+  hand_gap=$(awk -v l="$hand_lat" -v t="$hand_tx" 'BEGIN {g = (l - t) * 1000; printf "%.0f", (g > 0 ? g : 0)}')
+  cmd="$floor_bin --window_ns=0 --gap_ns=$hand_gap --duration_s=$duration --threads=2"
+  echo "== machine floor, hand-off: $cmd"
+  $cmd >"$out/floor-handoff-4096.log" 2>&1 ||
+    die "timer_floor failed: $(cat "$out/floor-handoff-4096.log")"
+  cat "$out/floor-handoff-4096.log"
+  record floor-handoff floor 4096 "$out/floor-handoff-4096.log" "$cmd"
+else
+  record floor-handoff floor 4096 - "no $floor_bin or no worker 4 KiB row"
+fi
 
 # ---- Mooncake TENT's tebench ---------------------------------------------------------
 if [ "$peer_ok" = 1 ]; then

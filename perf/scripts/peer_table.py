@@ -39,6 +39,9 @@ ROWS = [
     ("ucx", "UCX ucx_perftest", "`ucp_put_lat` 4 KiB / `ucp_put_bw` 4 MiB"),
     ("floor", "machine floor (no transfer)",
      "`perf/timer_floor`: a busy wait of tent direct's Avg Tx, timed the same way"),
+    ("floor-handoff", "machine floor, hand-off (no transfer)",
+     "`perf/timer_floor --threads=2 --window_ns=0`: a bare round trip between two threads, "
+     "the least a worker transfer costs"),
 ]
 SMALL, LARGE = 4096, 4 << 20
 
@@ -150,13 +153,14 @@ def table_line(runs, key, label, path):
     small, large = find(runs, key, SMALL), find(runs, key, LARGE)
     rounds = bw_rounds(runs)
     several = len(rounds) > 1
-    if key == "floor":
+    if key in ("floor", "floor-handoff"):
         f = (small or {}).get("result") or {}
         if not f:
             why = (small or {}).get("skipped", "not run")
             return f"| {label} | {path} | skipped: {why} | - | - | - | - | - | - |", small
-        return (f"| {label} | {path} | this machine, no engine | - | "
-                f"{fmt(f.get('window_ns') and f['window_ns'] / 1e3, 1)} (window) | "
+        window = (f"{fmt(f.get('p50_us'), 2)} (p50 round trip)" if key == "floor-handoff" else
+                  f"{fmt(f.get('window_ns') and f['window_ns'] / 1e3, 1)} (window)")
+        return (f"| {label} | {path} | this machine, no engine | - | {window} | "
                 f"{fmt(f.get('p99_us'), 1)} | {fmt(f.get('p999_us'), 1)} | - | - |"), small
     if key == "ucx":
         lat = (small or {}).get("result") or {}

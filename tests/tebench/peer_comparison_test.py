@@ -139,6 +139,18 @@ class TableTest(unittest.TestCase):
         self.assertIn("P999 < 10 us: 10.4 us (the machine's floor for a 0.8 us window: "
                       "P999 10.2 us) -> NOT met", text)
 
+    def test_handoff_floor_row_shows_the_round_trip(self):
+        self.log("floor-handoff", "floor", 4096,
+                 "timer floor: window_ns=0 gap_ns=150 duration_s=3 threads=2 n=1900401 "
+                 "p50_us=0.26 p99_us=0.93 p999_us=3.20 max_us=812.0\n")
+        self.manifest.append("floor\tfloor\t4096\t-\tno direct 4 KiB row")
+        text, _ = self.render()
+        self.assertIn("| machine floor, hand-off (no transfer) |", text)
+        self.assertIn("| this machine, no engine | - | 0.26 (p50 round trip) | 0.9 | 3.2 | - | - |",
+                      text)
+        self.assertIn("| machine floor (no transfer) | `perf/timer_floor`: a busy wait of tent "
+                      "direct's Avg Tx, timed the same way | skipped: no direct 4 KiB row |", text)
+
 
 def run_script(*args, env=None):
     full_env = dict(os.environ)
@@ -218,6 +230,16 @@ class EndToEndTest(unittest.TestCase):
             row = direct[0]["result"]["row"]
             self.assertEqual(floor["result"]["window_ns"], round(row["avg_tx_us"] * 1000))
             self.assertEqual(floor["result"]["gap_ns"],
+                             max(0, round((row["avg_lat_us"] - row["avg_tx_us"]) * 1000)))
+        # The hand-off floor: a bare round trip between two threads, the rest of the worker
+        # run's loop outside it.
+        hand = [x for x in record["runs"] if x["key"] == "floor-handoff"][0]
+        if "skipped" not in hand:
+            worker = [x for x in tent if x["key"] == "tent-worker" and x["block_size"] == 4096]
+            row = worker[0]["result"]["row"]
+            self.assertEqual(hand["result"]["threads"], 2)
+            self.assertEqual(hand["result"]["window_ns"], 0)
+            self.assertEqual(hand["result"]["gap_ns"],
                              max(0, round((row["avg_lat_us"] - row["avg_tx_us"]) * 1000)))
         with open(os.path.join(out, "peer-comparison.md")) as f:
             self.assertIn("| tent worker path |", f.read())
