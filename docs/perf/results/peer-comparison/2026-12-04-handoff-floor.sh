@@ -4,7 +4,9 @@
 # (perf/timer_floor) timing a one-thread window as long as a caller-side transfer
 # (F1: 400 ns busy wait, 1000 ns between windows, about Mooncake's shm loop) and a
 # bare round trip between two threads (F2: --threads=2, window 0, 200 ns between),
-# then tent's worker path (W, unspec), tent's direct path (D, foreground_get) and
+# and the same round trip with 200 ns of busy waiting on each side (F3: --threads=2,
+# window 400, p50 about a worker transfer's Avg Tx here), then tent's worker path
+# (W, unspec), tent's direct path (D, foreground_get) and
 # Mooncake's shm (mc), D seconds each. WORK holds cfg.yaml (the soft fabric, one
 # device, unlimited link, one unpinned lcore with the rail and background pollers).
 set -u
@@ -31,6 +33,7 @@ echo "# columns: p50 or Avg Tx, P99, P999 (us)"
 for _ in $(seq "$N"); do
   echo "F1 $(floor --window_ns=400 --gap_ns=1000 --duration_s=3)"
   echo "F2 $(floor --window_ns=0 --gap_ns=200 --duration_s=3 --threads=2)"
+  echo "F3 $(floor --window_ns=400 --gap_ns=200 --duration_s=3 --threads=2)"
   $T --target_seg_name=$SEG --xport_type=rdma --config=cfg.yaml --warmup=1 $common --tent_intent_type=unspec > one.log 2>&1
   echo "W  $(row)"
   $T --target_seg_name=$SEG --xport_type=rdma --config=cfg.yaml --warmup=1 $common --tent_intent_type=foreground_get > one.log 2>&1
