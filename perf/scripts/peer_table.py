@@ -246,7 +246,23 @@ def targets(runs):
                    f"P999 {floor['p999_us']:.1f} us)")
     out.insert(3, {"target": "4 KiB direct P999 < 10 us", "met": None if p999 is None
                    else p999 < 10, "detail": detail})
+    out.append(worker_tail_target(runs))
     return out
+
+
+def worker_tail_target(runs):
+    """Issue 20's worker-path goal, beside the least any hand-off shows on this machine
+    (the bare round trip's P999: a worker transfer is that round trip plus its work)."""
+    name = "4 KiB worker P999 <= Mooncake shm P999"
+    ours = (tebench_row(find(runs, "tent-worker", SMALL)) or {}).get("p999_tx_us")
+    theirs = (tebench_row(find(runs, "peer", SMALL)) or {}).get("p999_tx_us")
+    if ours is None or theirs is None:
+        return {"target": name, "met": None, "detail": "not evaluated: a run is missing"}
+    detail = f"{ours:.1f} vs {theirs:.1f} us"
+    hand = (find(runs, "floor-handoff", SMALL) or {}).get("result") or {}
+    if hand.get("p999_us") is not None:
+        detail += f" (the machine's floor for a bare hand-off: P999 {hand['p999_us']:.1f} us)"
+    return {"target": name, "met": ours <= theirs, "detail": detail}
 
 
 def verdict(t):

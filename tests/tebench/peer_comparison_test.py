@@ -119,6 +119,23 @@ class TableTest(unittest.TestCase):
         text, _ = self.render()
         self.assertIn(f"median of 1 rounds' ratios {5.0 / (5000 * 2 ** 20 / 1e9):.2f}x", text)
 
+    def test_worker_tail_against_mooncake_names_the_handoff_floor(self):
+        self.tent("tent-worker", 4096, 2.5, 0.9, 0.6, 5.9)
+        self.log("peer", "peer", 4096, PEER_LOG.format(size=4096, bw=2.7, lat=1.5, tx=0.4))
+        text, _ = self.render()
+        self.assertIn("4 KiB worker P999 <= Mooncake shm P999: 5.9 vs 4.0 us -> NOT met", text)
+        self.log("floor-handoff", "floor", 4096,
+                 "timer floor: window_ns=0 gap_ns=150 duration_s=3 threads=2 n=1900401 "
+                 "p50_us=0.26 p99_us=0.93 p999_us=2.54 max_us=812.0\n")
+        text, _ = self.render()
+        self.assertIn("4 KiB worker P999 <= Mooncake shm P999: 5.9 vs 4.0 us (the machine's "
+                      "floor for a bare hand-off: P999 2.5 us) -> NOT met", text)
+        self.manifest.clear()
+        self.tent("tent-worker", 4096, 2.5, 0.9, 0.6, 4.0)
+        self.log("peer", "peer", 4096, PEER_LOG.format(size=4096, bw=2.7, lat=1.5, tx=0.4))
+        text, _ = self.render()
+        self.assertIn("4 KiB worker P999 <= Mooncake shm P999: 4.0 vs 4.0 us -> met", text)
+
     def test_skipped_peer_leaves_its_targets_unevaluated(self):
         self.tent("tent-direct", 4096, 2.5, 0.9, 0.25, 30.0)
         self.manifest.append("peer\tpeer\t4096\t-\tnot found at /x")
@@ -148,6 +165,8 @@ class TableTest(unittest.TestCase):
         self.assertIn("| machine floor, hand-off (no transfer) |", text)
         self.assertIn("| this machine, no engine | - | 0.26 (p50 round trip) | 0.9 | 3.2 | - | - |",
                       text)
+        self.assertIn("4 KiB worker P999 <= Mooncake shm P999: not evaluated: a run is missing "
+                      "-> n/a", text)
         self.assertIn("| machine floor (no transfer) | `perf/timer_floor`: a busy wait of tent "
                       "direct's Avg Tx, timed the same way | skipped: no direct 4 KiB row |", text)
 
