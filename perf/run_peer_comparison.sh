@@ -255,38 +255,32 @@ done
 stop_all
 
 # ---- the machine's floor under those percentiles ----------------------------------------
-# The same clock around a busy wait as long as the direct run's Avg Tx, with the rest
-# of its loop (Avg Lat - Avg Tx) outside the window: what timer ticks and VM exits
-# alone do to such a window's P99/P999 on this machine (perf/timer_floor).
+# perf/timer_floor beside a tent run's 4 KiB row: the rest of that run's loop (Avg Lat
+# - Avg Tx) between windows, and what timer ticks and VM exits alone do to such a
+# window's P99/P999 on this machine.
 floor_bin="$build/perf/timer_floor/timer_floor"
-read -r floor_lat floor_tx < <(awk '$1 == 4096 {print $5, $6; exit}' "$out/tent-direct-4096.log")
-if [ -x "$floor_bin" ] && [ -n "${floor_tx:-}" ]; then
-  floor_window=$(awk -v t="$floor_tx" 'BEGIN {printf "%.0f", t * 1000}')
-  floor_gap=$(awk -v l="$floor_lat" -v t="$floor_tx" 'BEGIN {g = (l - t) * 1000; printf "%.0f", (g > 0 ? g : 0)}')
-  cmd="$floor_bin $floor_window $floor_gap $duration"
-  echo "== machine floor: $cmd"
-  $cmd >"$out/floor-4096.log" 2>&1 || die "timer_floor failed: $(cat "$out/floor-4096.log")"
-  cat "$out/floor-4096.log"
-  record floor floor 4096 "$out/floor-4096.log" "$cmd"
-else
-  record floor floor 4096 - "no $floor_bin or no direct 4 KiB row"
-fi
-# The floor of a hand-off: a bare round trip between two threads (no work on either
-# side), with the rest of the worker run's loop outside it. Every worker transfer is
-# such a round trip plus its work, and a window over two CPUs catches the interruptions
-# of both: the least the worker path's percentiles can be on this machine.
-read -r hand_lat hand_tx < <(awk '$1 == 4096 {print $5, $6; exit}' "$out/tent-worker-4096.log")
-if [ -x "$floor_bin" ] && [ -n "${hand_tx:-}" ]; then
-  hand_gap=$(awk -v l="$hand_lat" -v t="$hand_tx" 'BEGIN {g = (l - t) * 1000; printf "%.0f", (g > 0 ? g : 0)}')
-  cmd="$floor_bin --window_ns=0 --gap_ns=$hand_gap --duration_s=$duration --threads=2"
-  echo "== machine floor, hand-off: $cmd"
-  $cmd >"$out/floor-handoff-4096.log" 2>&1 ||
-    die "timer_floor failed: $(cat "$out/floor-handoff-4096.log")"
-  cat "$out/floor-handoff-4096.log"
-  record floor-handoff floor 4096 "$out/floor-handoff-4096.log" "$cmd"
-else
-  record floor-handoff floor 4096 - "no $floor_bin or no worker 4 KiB row"
-fi
+run_floor() {  # key label tent-key window: "tx" (the run's Avg Tx) or a number of ns; flags...
+  local key=$1 label=$2 tent_key=$3 window=$4 lat tx gap log="$out/$1-4096.log"
+  shift 4
+  read -r lat tx < <(awk '$1 == 4096 {print $5, $6; exit}' "$out/$tent_key-4096.log") || true
+  if [ ! -x "$floor_bin" ] || [ -z "${tx:-}" ]; then
+    record "$key" floor 4096 - "no $floor_bin or no $tent_key 4 KiB row"
+    return
+  fi
+  [ "$window" = tx ] && window=$(awk -v t="$tx" 'BEGIN {printf "%.0f", t * 1000}')
+  gap=$(awk -v l="$lat" -v t="$tx" 'BEGIN {g = (l - t) * 1000; printf "%.0f", (g > 0 ? g : 0)}')
+  local cmd="$floor_bin --window_ns=$window --gap_ns=$gap --duration_s=$duration${*:+ $*}"
+  echo "== $label: $cmd"
+  $cmd >"$log" 2>&1 || die "timer_floor failed: $(cat "$log")"
+  cat "$log"
+  record "$key" floor 4096 "$log" "$cmd"
+}
+# A busy wait as long as the direct run's Avg Tx: a transfer done by its caller.
+run_floor floor "machine floor" tent-direct tx
+# A bare round trip between two threads (no work on either side): every worker transfer
+# is such a round trip plus its work, and a window over two CPUs catches the
+# interruptions of both: the least the worker path's percentiles can be on this machine.
+run_floor floor-handoff "machine floor, hand-off" tent-worker 0 --threads=2
 
 # ---- Mooncake TENT's tebench ---------------------------------------------------------
 if [ "$peer_ok" = 1 ]; then
